@@ -1,0 +1,64 @@
+// Chain: Broadcast and Reduce pipelined along the ring that starts (Broadcast)
+// or ends (Reduce) at the root. Every link carries the data once; slices keep
+// all links busy at the same time.
+#include "algorithms/chain.h"
+
+#include "algorithms/plan_builder.h"
+
+namespace nodus {
+namespace {
+
+bool supports(const PlanKey& k, const PlanContext&) {
+  return k.coll == Collective::Broadcast || k.coll == Collective::Reduce;
+}
+
+Status build(const PlanKey& k, const PlanContext&, Plan& plan) {
+  PlanBuilder b(plan);
+  const int p = k.nranks;
+  const uint64_t n = k.count;
+  if (p == 1) {
+    buildSelf(k, plan);
+    return Status::ok();
+  }
+  const int pos = modRank(k.rank - k.root, p);  // distance from the root along the ring
+  const int next = modRank(k.rank + 1, p);
+  const int prev = modRank(k.rank - 1, p);
+  const Range in{Buf::Send, 0}, out{Buf::Recv, 0};
+  if (k.coll == Collective::Broadcast) {
+    if (pos == 0) {
+      b.send(next, in, n);
+      b.copy(in, out, n);
+    } else if (pos < p - 1) {
+      b.recvCopySend(prev, next, out, n);
+    } else {
+      b.recv(prev, out, n);
+    }
+  } else {
+    // Reduce flows the other way round: from root+1 towards the root.
+    if (pos == 1) {
+      b.send(next, in, n);
+    } else if (pos != 0) {
+      b.recvReduceSend(prev, next, in, n);
+    } else {
+      b.recvReduceCopy(prev, in, out, n, true);
+    }
+  }
+  return Status::ok();
+}
+
+double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
+  const double p = k.nranks;
+  const double bytes = static_cast<double>(k.count) * k.typeSize;
+  const double slice = ctx.sliceBytes ? std::min<double>(bytes, ctx.sliceBytes) : bytes;
+  // Pipeline fill (p-2 slices) plus the whole message over one link.
+  return (p - 1) * m.alphaUs + (bytes + (p - 2) * slice) * m.betaUsPerByte +
+         (k.coll == Collective::Reduce ? bytes * m.gammaUsPerByte : 0.0);
+}
+
+}  // namespace
+
+const Algorithm kChainAlgorithm = {
+    "chain", "Broadcast / Reduce pipelined along a ring from / to the root.", supports, build,
+    cost};
+
+}  // namespace nodus

@@ -1,0 +1,64 @@
+// Small helpers algorithms share when writing plans.
+#pragma once
+
+#include <algorithm>
+
+#include "plan/plan.h"
+
+namespace nodus {
+
+// Block c of n elements split into p blocks whose sizes differ by at most one.
+inline uint64_t blockBegin(uint64_t c, uint64_t n, uint64_t p) {
+  return c * (n / p) + std::min(c, n % p);
+}
+inline uint64_t blockSize(uint64_t c, uint64_t n, uint64_t p) {
+  return n / p + (c < n % p ? 1 : 0);
+}
+inline int modRank(int64_t x, int p) { return static_cast<int>(((x % p) + p) % p); }
+
+// Appends steps, dropping the ones that move nothing: every rank drops the
+// same ones, so message order between peers stays matched.
+class PlanBuilder {
+ public:
+  explicit PlanBuilder(Plan& plan) : plan_(plan) {}
+  void send(int to, Range src, uint64_t n) { add({Op::Send, -1, to, src, {}, n, false}); }
+  void recv(int from, Range dst, uint64_t n, bool avg = false) {
+    add({Op::Recv, from, -1, {}, dst, n, avg});
+  }
+  void recvReduceSend(int from, int to, Range src, uint64_t n) {
+    add({Op::RecvReduceSend, from, to, src, {}, n, false});
+  }
+  void recvReduceCopy(int from, Range src, Range dst, uint64_t n, bool avg = false) {
+    add({Op::RecvReduceCopy, from, -1, src, dst, n, avg});
+  }
+  void recvReduceCopySend(int from, int to, Range src, Range dst, uint64_t n, bool avg = false) {
+    add({Op::RecvReduceCopySend, from, to, src, dst, n, avg});
+  }
+  void recvCopySend(int from, int to, Range dst, uint64_t n) {
+    add({Op::RecvCopySend, from, to, {}, dst, n, false});
+  }
+  void copy(Range src, Range dst, uint64_t n, bool avg = false) {
+    if (!avg && src.buf == dst.buf && src.offset == dst.offset) return;
+    add({Op::Copy, -1, -1, src, dst, n, avg});
+  }
+  void reduce(Range src, Range dst, uint64_t n, bool avg = false) {
+    add({Op::Reduce, -1, -1, src, dst, n, avg});
+  }
+
+ private:
+  void add(const Step& s) {
+    if (s.count > 0) plan_.steps.push_back(s);
+  }
+  Plan& plan_;
+};
+
+// The single-rank case of every collective: a copy unless in place.
+inline void buildSelf(const PlanKey& k, Plan& plan) {
+  PlanBuilder b(plan);
+  if (k.coll == Collective::Send || k.coll == Collective::Recv) return;
+  const bool reduces = k.coll == Collective::AllReduce || k.coll == Collective::ReduceScatter ||
+                       k.coll == Collective::Reduce;
+  b.copy({Buf::Send, 0}, {Buf::Recv, 0}, k.count, reduces);
+}
+
+}  // namespace nodus

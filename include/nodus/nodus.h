@@ -1,0 +1,201 @@
+/*
+ * nodus — topology-aware collective communication.
+ *
+ * The public C API. NCCL-shaped: a communicator is created collectively by
+ * `nranks` ranks, then every rank calls the same collectives in the same order.
+ *
+ * Conventions
+ *  - Every function returns a nodusResult_t. On failure the communicator (when
+ *    there is one) remembers a human-readable explanation that
+ *    nodusGetLastError() returns; nodusGetErrorString() names the code.
+ *  - Counts are in elements of the given data type, never bytes.
+ *  - In-place operation follows NCCL:
+ *      AllReduce, Broadcast, Reduce:  sendbuf == recvbuf
+ *      AllGather:      sendbuf == recvbuf + rank * count * sizeof(type)
+ *      ReduceScatter:  sendbuf + rank * recvcount * sizeof(type) == recvbuf
+ *    Buffers that overlap in any other way are rejected (nodusInvalidArgument).
+ *  - Blocking calls return when this rank's part is complete and its output
+ *    buffer holds the result. The non-blocking forms (nodusI*) return at once
+ *    with a request; outstanding requests of one communicator complete in the
+ *    order they were issued and progress in the background (the caller does not
+ *    have to poll). Buffers must not be touched until the request completes.
+ *  - A communicator is not meant to be called from several threads at once;
+ *    nodusCommAbort() is the exception and may be called from any thread.
+ */
+#ifndef NODUS_NODUS_H
+#define NODUS_NODUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NODUS_MAJOR 0
+#define NODUS_MINOR 1
+#define NODUS_PATCH 0
+/* Encoded as MAJOR*10000 + MINOR*100 + PATCH. */
+#define NODUS_VERSION_CODE (NODUS_MAJOR * 10000 + NODUS_MINOR * 100 + NODUS_PATCH)
+
+typedef enum {
+  nodusSuccess = 0,
+  nodusInvalidArgument = 1, /* a bad pointer, count, type, op, rank or root */
+  nodusInvalidUsage = 2,    /* a call that is wrong in this state (after destroy, mismatched id, ...) */
+  nodusSystemError = 3,     /* the operating system refused (memory, sockets, shared memory) */
+  nodusInternalError = 4,   /* a bug in nodus: please report it */
+  nodusRemoteError = 5,     /* a peer failed, died or aborted */
+  nodusTimeout = 6,         /* a wait exceeded NODUS_TIMEOUT_MS */
+  nodusAborted = 7,         /* nodusCommAbort() was called */
+  nodusInProgress = 8,      /* nodusTest(): the request has not completed yet */
+  nodusNumResults = 9
+} nodusResult_t;
+
+typedef enum {
+  nodusInt8 = 0,
+  nodusUint8 = 1,
+  nodusInt32 = 2,
+  nodusUint32 = 3,
+  nodusInt64 = 4,
+  nodusUint64 = 5,
+  nodusFloat16 = 6,
+  nodusBfloat16 = 7,
+  nodusFloat32 = 8,
+  nodusFloat64 = 9,
+  nodusNumTypes = 10
+} nodusDataType_t;
+
+/* fp16 and bf16 are reduced in fp32 and rounded once per reduction. nodusAvg
+ * divides the sum by the number of ranks (integer types: truncating division). */
+typedef enum {
+  nodusSum = 0,
+  nodusProd = 1,
+  nodusMin = 2,
+  nodusMax = 3,
+  nodusAvg = 4,
+  nodusNumOps = 5
+} nodusRedOp_t;
+
+#define NODUS_UNIQUE_ID_BYTES 128
+/* Made by one process (nodusGetUniqueId) and handed to every rank by any
+ * means (MPI_Bcast, a file, a key-value store). Holds the bootstrap root's
+ * address and a random 128-bit secret that every connection must present. */
+typedef struct {
+  char internal[NODUS_UNIQUE_ID_BYTES];
+} nodusUniqueId;
+
+typedef struct nodusComm* nodusComm_t;
+typedef struct nodusRequest* nodusRequest_t;
+
+/* ---- Library -------------------------------------------------------------- */
+
+/* Writes NODUS_VERSION_CODE of the library actually loaded. */
+nodusResult_t nodusGetVersion(int* version);
+
+/* A short, static description of a result code. Never NULL. */
+const char* nodusGetErrorString(nodusResult_t result);
+
+/* The explanation of the last failure on `comm` ("" if none). With comm == NULL,
+ * the last failure of a call made by this thread without a communicator (for
+ * example a failed nodusCommInitRank). The string stays valid until the next
+ * failing call on the same communicator / thread. Never NULL. */
+const char* nodusGetLastError(nodusComm_t comm);
+
+/* ---- Communicators -------------------------------------------------------- */
+
+/* Creates a unique id and starts the bootstrap root in this process. Call it
+ * once per communicator, in one process, and distribute the id. The root
+ * listens until every rank has joined (or NODUS_TIMEOUT_MS passes). */
+nodusResult_t nodusGetUniqueId(nodusUniqueId* uniqueId);
+
+/* Collective over `nranks` callers that pass the same id; each passes its own
+ * `rank` in [0, nranks). Blocks until all ranks have joined. */
+nodusResult_t nodusCommInitRank(nodusComm_t* comm, int nranks, nodusUniqueId uniqueId, int rank);
+
+/* Creates `ndev` communicators whose ranks are threads of this process
+ * (loopback transport). comms[i] is rank i. Use each from its own thread. */
+nodusResult_t nodusCommInitAll(nodusComm_t* comms, int ndev);
+
+/* Waits for this rank's outstanding requests, then frees the communicator.
+ * Local: it does not synchronise with the other ranks. NULL is accepted. */
+nodusResult_t nodusCommDestroy(nodusComm_t comm);
+
+/* Stops every operation of `comm` that is running or queued: they return
+ * nodusAborted, and peers blocked on this rank get nodusRemoteError. Safe from
+ * any thread. The communicator must still be destroyed afterwards. */
+nodusResult_t nodusCommAbort(nodusComm_t comm);
+
+nodusResult_t nodusCommCount(nodusComm_t comm, int* count);
+nodusResult_t nodusCommUserRank(nodusComm_t comm, int* rank);
+
+/* ---- Collectives (blocking) ---------------------------------------------- */
+
+nodusResult_t nodusAllReduce(const void* sendbuf, void* recvbuf, size_t count,
+                             nodusDataType_t datatype, nodusRedOp_t op, nodusComm_t comm);
+/* recvbuf holds nranks * sendcount elements, rank i's contribution at i*sendcount. */
+nodusResult_t nodusAllGather(const void* sendbuf, void* recvbuf, size_t sendcount,
+                             nodusDataType_t datatype, nodusComm_t comm);
+/* sendbuf holds nranks * recvcount elements; rank i receives block i reduced. */
+nodusResult_t nodusReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                 nodusDataType_t datatype, nodusRedOp_t op, nodusComm_t comm);
+/* sendbuf is read on the root only; recvbuf is written on every rank. */
+nodusResult_t nodusBroadcast(const void* sendbuf, void* recvbuf, size_t count,
+                             nodusDataType_t datatype, int root, nodusComm_t comm);
+/* recvbuf is written on the root only (may be NULL elsewhere). */
+nodusResult_t nodusReduce(const void* sendbuf, void* recvbuf, size_t count,
+                          nodusDataType_t datatype, nodusRedOp_t op, int root, nodusComm_t comm);
+nodusResult_t nodusBarrier(nodusComm_t comm);
+
+/* Point-to-point. A Send must be matched by a Recv of the same count and type
+ * on `peer`; pairs between two ranks match in issue order. Inside a group,
+ * sends and receives progress together, so exchanges never deadlock. */
+nodusResult_t nodusSend(const void* sendbuf, size_t count, nodusDataType_t datatype, int peer,
+                        nodusComm_t comm);
+nodusResult_t nodusRecv(void* recvbuf, size_t count, nodusDataType_t datatype, int peer,
+                        nodusComm_t comm);
+
+/* ---- Collectives (non-blocking) ------------------------------------------ */
+/* Same arguments plus a request that the caller completes with nodusWait or
+ * polls with nodusTest, and releases with nodusRequestFree. */
+
+nodusResult_t nodusIallReduce(const void* sendbuf, void* recvbuf, size_t count,
+                              nodusDataType_t datatype, nodusRedOp_t op, nodusComm_t comm,
+                              nodusRequest_t* request);
+nodusResult_t nodusIallGather(const void* sendbuf, void* recvbuf, size_t sendcount,
+                              nodusDataType_t datatype, nodusComm_t comm, nodusRequest_t* request);
+nodusResult_t nodusIreduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                  nodusDataType_t datatype, nodusRedOp_t op, nodusComm_t comm,
+                                  nodusRequest_t* request);
+nodusResult_t nodusIbroadcast(const void* sendbuf, void* recvbuf, size_t count,
+                              nodusDataType_t datatype, int root, nodusComm_t comm,
+                              nodusRequest_t* request);
+nodusResult_t nodusIreduce(const void* sendbuf, void* recvbuf, size_t count,
+                           nodusDataType_t datatype, nodusRedOp_t op, int root, nodusComm_t comm,
+                           nodusRequest_t* request);
+nodusResult_t nodusIbarrier(nodusComm_t comm, nodusRequest_t* request);
+nodusResult_t nodusIsend(const void* sendbuf, size_t count, nodusDataType_t datatype, int peer,
+                         nodusComm_t comm, nodusRequest_t* request);
+nodusResult_t nodusIrecv(void* recvbuf, size_t count, nodusDataType_t datatype, int peer,
+                         nodusComm_t comm, nodusRequest_t* request);
+
+/* Sets *done to 1 and returns the operation's result once it has completed;
+ * otherwise sets *done to 0 and returns nodusSuccess. */
+nodusResult_t nodusTest(nodusRequest_t request, int* done);
+/* Blocks until the operation completes and returns its result. */
+nodusResult_t nodusWait(nodusRequest_t request);
+/* Releases a request. Freeing one that has not completed first waits for it. */
+nodusResult_t nodusRequestFree(nodusRequest_t request);
+
+/* ---- Groups --------------------------------------------------------------- */
+/* Between nodusGroupStart and nodusGroupEnd (per thread, nestable), calls are
+ * only recorded; blocking calls return at once. nodusGroupEnd launches them
+ * together and blocks until all are complete: a non-blocking call inside the
+ * group gets a request that is complete when nodusGroupEnd returns. */
+nodusResult_t nodusGroupStart(void);
+nodusResult_t nodusGroupEnd(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NODUS_NODUS_H */

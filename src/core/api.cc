@@ -1,0 +1,376 @@
+// The C API: argument checks, handles, groups; everything else is delegated.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "nodus/nodus.h"
+
+using namespace nodus;
+
+// Handles. A destroyed communicator's handle is kept (as a tombstone, in a
+// registry that lives as long as the process) so a stale handle is detected
+// as such instead of touching freed memory or a new communicator.
+struct nodusComm {
+  static constexpr uint64_t kLive = 0x6e6f647573636f6dULL;
+  static constexpr uint64_t kDead = 0x64656164636f6d6dULL;
+  std::atomic<uint64_t> magic{kLive};
+  std::unique_ptr<Comm> impl;
+};
+
+struct nodusRequest {
+  std::shared_ptr<Request> req;
+  nodusComm_t comm = nullptr;
+};
+
+namespace {
+
+std::mutex gTombstonesMu;
+std::vector<std::unique_ptr<nodusComm>>& tombstones() {
+  static std::vector<std::unique_ptr<nodusComm>> t;  // the documented registry of dead handles
+  return t;
+}
+
+thread_local std::string tLastError;
+
+nodusResult_t fail(nodusComm_t comm, const Status& s) {
+  if (comm && comm->magic.load() == nodusComm::kLive) comm->impl->setLastError(s.message());
+  tLastError = s.message();
+  NODUS_INFO(comm && comm->magic.load() == nodusComm::kLive ? comm->impl->rank() : -1, "%s: %s",
+             nodusGetErrorString(s.code()), s.message().c_str());
+  return s.code();
+}
+
+Status checkComm(nodusComm_t comm) {
+  if (comm == nullptr) return makeError(nodusInvalidArgument, "the communicator is NULL");
+  uint64_t m = comm->magic.load(std::memory_order_acquire);
+  if (m == nodusComm::kDead) return makeError(nodusInvalidUsage, "the communicator was destroyed");
+  if (m != nodusComm::kLive) return makeError(nodusInvalidUsage, "not a nodus communicator");
+  return Status::ok();
+}
+
+// ---- Groups ---------------------------------------------------------------------
+
+struct GroupState {
+  int depth = 0;
+  std::vector<Task> tasks;
+  Status error;  // the first failure while recording
+};
+thread_local GroupState tGroup;
+
+// ---- Argument checks ----------------------------------------------------------------
+
+struct Call {
+  Collective coll;
+  const void* send;
+  void* recv;
+  size_t count;
+  nodusDataType_t type;
+  nodusRedOp_t op;
+  int root;  // or peer
+};
+
+bool overlaps(const std::byte* a, size_t an, const std::byte* b, size_t bn) {
+  return an && bn && a < b + bn && b < a + an;
+}
+
+Status prepare(nodusComm_t comm, const Call& c, Task* task) {
+  NODUS_TRY(checkComm(comm));
+  Comm& impl = *comm->impl;
+  const char* name = collectiveName(c.coll);
+  if (!validType(c.type)) return makeError(nodusInvalidArgument, "%s: unknown data type %d", name, static_cast<int>(c.type));
+  const bool reduces = c.coll == Collective::AllReduce || c.coll == Collective::ReduceScatter || c.coll == Collective::Reduce;
+  if (reduces && !validOp(c.op)) return makeError(nodusInvalidArgument, "%s: unknown reduction op %d", name, static_cast<int>(c.op));
+  const int p = impl.nranks(), me = impl.rank();
+  const bool rooted = c.coll == Collective::Broadcast || c.coll == Collective::Reduce;
+  const bool p2p = c.coll == Collective::Send || c.coll == Collective::Recv;
+  if ((rooted || p2p) && (c.root < 0 || c.root >= p))
+    return makeError(nodusInvalidArgument, "%s: %s %d is out of range [0, %d)", name, p2p ? "peer" : "root", c.root, p);
+  if (p2p && c.root == me) return makeError(nodusInvalidArgument, "%s: peer %d is this rank", name, c.root);
+  const size_t ts = typeSize(c.type);
+  const size_t multiple = (c.coll == Collective::AllGather || c.coll == Collective::ReduceScatter) ? static_cast<size_t>(p) : 1;
+  if (c.count > (static_cast<size_t>(1) << 62) / ts / multiple)
+    return makeError(nodusInvalidArgument, "%s: count %zu x %zu bytes x %zu overflows", name, c.count, ts, multiple);
+  PlanKey key{c.coll, p, me, c.count, static_cast<uint32_t>(ts), rooted || p2p ? c.root : 0, false};
+  const size_t sendBytes = sendElems(key) * ts, recvBytes = recvElems(key) * ts;
+  const bool needSend = c.coll != Collective::Recv && !(c.coll == Collective::Broadcast && me != c.root);
+  const bool needRecv = c.coll != Collective::Send && !(c.coll == Collective::Reduce && me != c.root);
+  if (c.count > 0 && needSend && c.send == nullptr) return makeError(nodusInvalidArgument, "%s: the send buffer is NULL", name);
+  if (c.count > 0 && needRecv && c.recv == nullptr) return makeError(nodusInvalidArgument, "%s: the receive buffer is NULL", name);
+  const auto* s = static_cast<const std::byte*>(c.send);
+  auto* r = static_cast<std::byte*>(c.recv);
+  if (needSend && needRecv && c.count > 0) {
+    const std::byte* inPlaceSend = r;  // where sendbuf must be for an in-place call
+    if (c.coll == Collective::AllGather) inPlaceSend = r + static_cast<size_t>(me) * c.count * ts;
+    if (c.coll == Collective::ReduceScatter) inPlaceSend = r - static_cast<size_t>(me) * c.count * ts;
+    if (s == inPlaceSend) key.inPlace = true;
+    else if (overlaps(s, sendBytes, r, recvBytes))
+      return makeError(nodusInvalidArgument, "%s: the send and receive buffers overlap but are not in place as nodus.h defines it",
+                       name);
+  }
+  std::shared_ptr<const Plan> plan;
+  NODUS_TRY(impl.plan(key, &plan));
+  task->comm = &impl;
+  task->send = s;
+  task->recv = r;
+  task->type = c.type;
+  task->op = reduces ? c.op : nodusSum;
+  if (plan->scratchElems) NODUS_TRY(impl.scratch(plan->scratchElems * ts, &task->scratch));
+  task->plan = std::move(plan);
+  return Status::ok();
+}
+
+nodusResult_t launch(nodusComm_t comm, const Call& c, nodusRequest_t* request) {
+  if (request) *request = nullptr;
+  Task task;
+  Status s = prepare(comm, c, &task);
+  if (!s.isOk()) {
+    if (tGroup.depth > 0 && tGroup.error.isOk()) tGroup.error = s;
+    return fail(comm, s);
+  }
+  std::shared_ptr<Request> req;
+  if (request) req = std::make_shared<Request>();
+  task.request = req;
+  if (tGroup.depth > 0) {
+    tGroup.tasks.push_back(std::move(task));
+  } else if (request) {
+    s = comm->impl->enqueue({std::move(task)});
+  } else {
+    s = comm->impl->runBlocking({std::move(task)});
+  }
+  if (!s.isOk()) return fail(comm, s);
+  if (request) *request = new nodusRequest{std::move(req), comm};
+  return nodusSuccess;
+}
+
+}  // namespace
+
+// ---- Library ----------------------------------------------------------------------------
+
+extern "C" {
+
+nodusResult_t nodusGetVersion(int* version) {
+  if (version == nullptr) return fail(nullptr, makeError(nodusInvalidArgument, "version is NULL"));
+  *version = NODUS_VERSION_CODE;
+  return nodusSuccess;
+}
+
+const char* nodusGetErrorString(nodusResult_t r) {
+  switch (r) {
+    case nodusSuccess: return "no error";
+    case nodusInvalidArgument: return "invalid argument";
+    case nodusInvalidUsage: return "invalid usage";
+    case nodusSystemError: return "system error";
+    case nodusInternalError: return "internal error";
+    case nodusRemoteError: return "remote error (a peer failed)";
+    case nodusTimeout: return "timeout";
+    case nodusAborted: return "aborted";
+    case nodusInProgress: return "in progress";
+    default: return "unknown result code";
+  }
+}
+
+const char* nodusGetLastError(nodusComm_t comm) {
+  if (comm == nullptr || comm->magic.load() != nodusComm::kLive) return tLastError.c_str();
+  return comm->impl->lastError();
+}
+
+nodusResult_t nodusGetUniqueId(nodusUniqueId* id) {
+  if (id == nullptr) return fail(nullptr, makeError(nodusInvalidArgument, "uniqueId is NULL"));
+  Status s = createUniqueId(id);
+  return s.isOk() ? nodusSuccess : fail(nullptr, s);
+}
+
+static nodusComm_t wrap(std::unique_ptr<Comm> c) {
+  auto* h = new nodusComm();
+  h->impl = std::move(c);
+  return h;
+}
+
+nodusResult_t nodusCommInitRank(nodusComm_t* comm, int nranks, nodusUniqueId id, int rank) {
+  if (comm == nullptr) return fail(nullptr, makeError(nodusInvalidArgument, "comm is NULL"));
+  *comm = nullptr;
+  if (nranks < 1) return fail(nullptr, makeError(nodusInvalidArgument, "nranks %d is less than 1", nranks));
+  if (rank < 0 || rank >= nranks)
+    return fail(nullptr, makeError(nodusInvalidArgument, "rank %d is out of range [0, %d)", rank, nranks));
+  if (tGroup.depth > 0) return fail(nullptr, makeError(nodusInvalidUsage, "nodusCommInitRank inside a group is not supported"));
+  const auto timeout = std::chrono::milliseconds(std::max<int64_t>(1, param::kTimeoutMs.get()));
+  InitOptions opts;
+  Status s = socketBootstrap(id, rank, nranks, timeout, &opts.bootstrap);
+  std::unique_ptr<Comm> c;
+  if (s.isOk()) s = Comm::create(std::move(opts), &c);
+  if (!s.isOk()) return fail(nullptr, Status(s.code(), "nodusCommInitRank(rank " + std::to_string(rank) + " of " + std::to_string(nranks) + "): " + s.message()));
+  *comm = wrap(std::move(c));
+  return nodusSuccess;
+}
+
+nodusResult_t nodusCommInitAll(nodusComm_t* comms, int n) {
+  if (comms == nullptr) return fail(nullptr, makeError(nodusInvalidArgument, "comms is NULL"));
+  if (n < 1) return fail(nullptr, makeError(nodusInvalidArgument, "ndev %d is less than 1", n));
+  auto group = makeInProcessGroup(n);
+  std::vector<std::unique_ptr<Comm>> made(n);
+  std::vector<Status> status(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      InitOptions opts;
+      opts.bootstrap = inProcessBootstrap(group, r);
+      opts.inProcess = true;
+      status[r] = Comm::create(std::move(opts), &made[r]);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r)
+    if (!status[r].isOk()) return fail(nullptr, Status(status[r].code(), "nodusCommInitAll(rank " + std::to_string(r) + "): " + status[r].message()));
+  for (int r = 0; r < n; ++r) comms[r] = wrap(std::move(made[r]));
+  return nodusSuccess;
+}
+
+nodusResult_t nodusCommDestroy(nodusComm_t comm) {
+  if (comm == nullptr) return nodusSuccess;
+  Status s = checkComm(comm);
+  if (!s.isOk()) return fail(nullptr, s);
+  uint64_t live = nodusComm::kLive;
+  if (!comm->magic.compare_exchange_strong(live, nodusComm::kDead))
+    return fail(nullptr, makeError(nodusInvalidUsage, "the communicator was destroyed"));
+  comm->impl.reset();
+  std::lock_guard<std::mutex> lock(gTombstonesMu);
+  tombstones().emplace_back(comm);
+  return nodusSuccess;
+}
+
+nodusResult_t nodusCommAbort(nodusComm_t comm) {
+  Status s = checkComm(comm);
+  if (!s.isOk()) return fail(nullptr, s);
+  comm->impl->abort();
+  return nodusSuccess;
+}
+
+nodusResult_t nodusCommCount(nodusComm_t comm, int* count) {
+  Status s = checkComm(comm);
+  if (s.isOk() && count == nullptr) s = makeError(nodusInvalidArgument, "count is NULL");
+  if (!s.isOk()) return fail(nullptr, s);
+  *count = comm->impl->nranks();
+  return nodusSuccess;
+}
+
+nodusResult_t nodusCommUserRank(nodusComm_t comm, int* rank) {
+  Status s = checkComm(comm);
+  if (s.isOk() && rank == nullptr) s = makeError(nodusInvalidArgument, "rank is NULL");
+  if (!s.isOk()) return fail(nullptr, s);
+  *rank = comm->impl->rank();
+  return nodusSuccess;
+}
+
+// ---- Collectives ------------------------------------------------------------------------
+
+#define NODUS_DEFINE_PAIR(Blocking, NonBlocking, params, ...)                                    \
+  nodusResult_t Blocking params { return launch(comm, Call{__VA_ARGS__}, nullptr); }             \
+  nodusResult_t NonBlocking(NODUS_UNPAREN params, nodusRequest_t* request) {                      \
+    if (request == nullptr) return fail(comm, makeError(nodusInvalidArgument, "request is NULL")); \
+    return launch(comm, Call{__VA_ARGS__}, request);                                              \
+  }
+#define NODUS_UNPAREN(...) __VA_ARGS__
+
+NODUS_DEFINE_PAIR(nodusAllReduce, nodusIallReduce,
+                  (const void* sendbuf, void* recvbuf, size_t count, nodusDataType_t datatype, nodusRedOp_t op, nodusComm_t comm),
+                  Collective::AllReduce, sendbuf, recvbuf, count, datatype, op, 0)
+NODUS_DEFINE_PAIR(nodusAllGather, nodusIallGather,
+                  (const void* sendbuf, void* recvbuf, size_t sendcount, nodusDataType_t datatype, nodusComm_t comm),
+                  Collective::AllGather, sendbuf, recvbuf, sendcount, datatype, nodusSum, 0)
+NODUS_DEFINE_PAIR(nodusReduceScatter, nodusIreduceScatter,
+                  (const void* sendbuf, void* recvbuf, size_t recvcount, nodusDataType_t datatype, nodusRedOp_t op,
+                   nodusComm_t comm),
+                  Collective::ReduceScatter, sendbuf, recvbuf, recvcount, datatype, op, 0)
+NODUS_DEFINE_PAIR(nodusBroadcast, nodusIbroadcast,
+                  (const void* sendbuf, void* recvbuf, size_t count, nodusDataType_t datatype, int root, nodusComm_t comm),
+                  Collective::Broadcast, sendbuf, recvbuf, count, datatype, nodusSum, root)
+NODUS_DEFINE_PAIR(nodusReduce, nodusIreduce,
+                  (const void* sendbuf, void* recvbuf, size_t count, nodusDataType_t datatype, nodusRedOp_t op, int root,
+                   nodusComm_t comm),
+                  Collective::Reduce, sendbuf, recvbuf, count, datatype, op, root)
+NODUS_DEFINE_PAIR(nodusSend, nodusIsend,
+                  (const void* sendbuf, size_t count, nodusDataType_t datatype, int peer, nodusComm_t comm),
+                  Collective::Send, sendbuf, nullptr, count, datatype, nodusSum, peer)
+NODUS_DEFINE_PAIR(nodusRecv, nodusIrecv,
+                  (void* recvbuf, size_t count, nodusDataType_t datatype, int peer, nodusComm_t comm),
+                  Collective::Recv, nullptr, recvbuf, count, datatype, nodusSum, peer)
+
+static Call barrierCall(nodusComm_t comm) {
+  std::byte* b = (comm && comm->magic.load() == nodusComm::kLive) ? comm->impl->barrierBuffer() : nullptr;
+  return Call{Collective::AllReduce, b, b, 1, nodusUint8, nodusMax, 0};
+}
+nodusResult_t nodusBarrier(nodusComm_t comm) { return launch(comm, barrierCall(comm), nullptr); }
+nodusResult_t nodusIbarrier(nodusComm_t comm, nodusRequest_t* request) {
+  if (request == nullptr) return fail(comm, makeError(nodusInvalidArgument, "request is NULL"));
+  return launch(comm, barrierCall(comm), request);
+}
+
+// ---- Requests ---------------------------------------------------------------------------
+
+nodusResult_t nodusTest(nodusRequest_t request, int* done) {
+  if (request == nullptr || done == nullptr) return fail(nullptr, makeError(nodusInvalidArgument, "request or done is NULL"));
+  *done = request->req->done.load(std::memory_order_acquire) != 0;
+  if (!*done) return nodusSuccess;
+  const Status& s = request->req->status;
+  return s.isOk() ? nodusSuccess : fail(request->comm, s);
+}
+
+nodusResult_t nodusWait(nodusRequest_t request) {
+  if (request == nullptr) return fail(nullptr, makeError(nodusInvalidArgument, "request is NULL"));
+  Status s = request->req->wait();
+  return s.isOk() ? nodusSuccess : fail(request->comm, s);
+}
+
+nodusResult_t nodusRequestFree(nodusRequest_t request) {
+  if (request == nullptr) return nodusSuccess;
+  (void)request->req->wait();
+  delete request;
+  return nodusSuccess;
+}
+
+// ---- Groups -----------------------------------------------------------------------------
+
+nodusResult_t nodusGroupStart(void) {
+  ++tGroup.depth;
+  return nodusSuccess;
+}
+
+nodusResult_t nodusGroupEnd(void) {
+  if (tGroup.depth == 0) return fail(nullptr, makeError(nodusInvalidUsage, "nodusGroupEnd without nodusGroupStart"));
+  if (--tGroup.depth > 0) return nodusSuccess;
+  std::vector<Task> tasks = std::move(tGroup.tasks);
+  tGroup.tasks.clear();
+  Status recorded = std::move(tGroup.error);
+  tGroup.error = Status::ok();
+  Status s = recorded;
+  if (s.isOk() && !tasks.empty()) {
+    // Claim every communicator involved, in a fixed order so that two threads
+    // running groups over the same communicators cannot deadlock.
+    std::vector<Comm*> comms;
+    for (Task& t : tasks) comms.push_back(t.comm);
+    std::sort(comms.begin(), comms.end());
+    comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
+    for (Comm* c : comms) c->claim();
+    for (Comm* c : comms) {
+      if (c->aborted()) s = makeError(nodusAborted, "the communicator was aborted");
+      else if (!c->failure().isOk()) s = Status(c->failure().code(), "the communicator failed earlier: " + c->failure().message());
+    }
+    if (s.isOk()) s = runTasks(tasks);
+    for (Comm* c : comms) c->unclaim();
+  }
+  for (Task& t : tasks)
+    if (t.request) t.request->complete(s.isOk() ? Status::ok() : s);
+  if (!s.isOk()) {
+    nodusComm_t none = nullptr;
+    for (Task& t : tasks) t.comm->setLastError(s.message());
+    return fail(none, s);
+  }
+  return nodusSuccess;
+}
+
+}  // extern "C"

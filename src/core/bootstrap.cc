@@ -1,0 +1,300 @@
+#include "core/bootstrap.h"
+
+#include <arpa/inet.h>
+#include <sys/random.h>
+
+#include <array>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/log.h"
+#include "core/params.h"
+#include "core/socket.h"
+
+namespace nodus {
+
+Status Bootstrap::barrier() {
+  std::vector<char> bytes(static_cast<size_t>(nranks_));
+  return allGather(bytes.data(), 1);
+}
+
+// ---- Wire formats ----------------------------------------------------------------
+
+namespace {
+
+constexpr uint32_t kIdMagic = 0x6e6f6431;     // "nod1"
+constexpr uint32_t kHelloMagic = 0x6e6f6448;  // "nodH"
+constexpr size_t kSecretBytes = 16;
+
+struct IdBlob {
+  uint32_t magic;
+  uint32_t ip;  // network order
+  uint16_t port;  // network order
+  uint16_t pad;
+  uint8_t secret[kSecretBytes];
+};
+static_assert(sizeof(IdBlob) <= NODUS_UNIQUE_ID_BYTES);
+
+enum class HelloKind : uint32_t { Root = 1, Ring = 2 };
+
+struct Hello {
+  uint32_t magic;
+  HelloKind kind;
+  uint8_t secret[kSecretBytes];
+  int32_t rank;
+  int32_t nranks;
+  uint32_t ip;    // the sender's listener (Root hellos)
+  uint16_t port;
+  uint16_t pad;
+};
+
+struct PeerAddr {
+  uint32_t ip;
+  uint16_t port;
+  uint16_t pad;
+};
+
+bool sameSecret(const uint8_t* a, const uint8_t* b) {
+  uint8_t diff = 0;  // constant time: a probe learns nothing from timing
+  for (size_t i = 0; i < kSecretBytes; ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+sockaddr_in makeAddr(uint32_t ip, uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = ip;
+  a.sin_port = port;
+  return a;
+}
+
+// A stranger gets this long to say who it is before we hang up.
+constexpr auto kHelloTimeout = std::chrono::seconds(5);
+
+// Reads a hello; false (and a log line) when it is not one of ours.
+bool readHello(int fd, const sockaddr_in& from, const uint8_t* secret, HelloKind kind, Hello* h, int rank) {
+  auto deadline = Clock::now() + kHelloTimeout;
+  Status s = recvAll(fd, h, sizeof(*h), deadline);
+  const char* why = nullptr;
+  if (!s.isOk()) why = "no complete greeting";
+  else if (h->magic != kHelloMagic || h->kind != kind) why = "not a nodus bootstrap greeting";
+  else if (!sameSecret(h->secret, secret)) why = "wrong secret";
+  if (why) {
+    NODUS_WARN(rank, "refused bootstrap connection from %s: %s", addrText(from).c_str(), why);
+    return false;
+  }
+  return true;
+}
+
+// The root: gathers every rank's listener address, then tells everyone.
+void rootMain(Fd listenFd, std::array<uint8_t, kSecretBytes> secret, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  int nranks = -1, joined = 0;
+  std::vector<Fd> fds;
+  std::vector<PeerAddr> addrs;
+  while (nranks < 0 || joined < nranks) {
+    Fd fd;
+    sockaddr_in from{};
+    Status s = acceptOne(listenFd.get(), deadline, &fd, &from);
+    if (!s.isOk()) {
+      NODUS_WARN(-1, "bootstrap root: %d of %d ranks joined before the timeout; giving up", joined, nranks);
+      return;
+    }
+    Hello h{};
+    if (!readHello(fd.get(), from, secret.data(), HelloKind::Root, &h, -1)) continue;
+    int32_t verdict = nodusSuccess;
+    if (nranks < 0 && h.nranks >= 1) {
+      nranks = h.nranks;
+      fds.resize(nranks);
+      addrs.resize(nranks);
+    }
+    if (h.nranks != nranks || h.rank < 0 || h.rank >= nranks || fds[h.rank].valid()) {
+      NODUS_WARN(-1, "bootstrap root: rank %d of %d from %s does not fit a job of %d ranks%s", h.rank, h.nranks,
+                 addrText(from).c_str(), nranks, (h.rank >= 0 && h.rank < nranks) ? " (rank taken)" : "");
+      verdict = nodusInvalidUsage;
+      (void)sendAll(fd.get(), &verdict, sizeof(verdict), Clock::now() + kHelloTimeout);
+      continue;
+    }
+    addrs[h.rank] = PeerAddr{h.ip, h.port, 0};
+    fds[h.rank] = std::move(fd);
+    ++joined;
+  }
+  for (int r = 0; r < nranks; ++r) {
+    int32_t verdict = nodusSuccess;
+    auto d = Clock::now() + kHelloTimeout;
+    if (!sendAll(fds[r].get(), &verdict, sizeof(verdict), d).isOk() ||
+        !sendAll(fds[r].get(), addrs.data(), addrs.size() * sizeof(PeerAddr), d).isOk())
+      NODUS_WARN(-1, "bootstrap root: could not answer rank %d", r);
+  }
+}
+
+// Ranks in a ring of TCP connections; allGather passes blocks around it.
+class SocketBootstrap final : public Bootstrap {
+ public:
+  SocketBootstrap(int rank, int nranks, std::chrono::milliseconds timeout)
+      : Bootstrap(rank, nranks), timeout_(timeout) {}
+
+  Status join(const IdBlob& id) {
+    const auto deadline = Clock::now() + timeout_;
+    memcpy(secret_, id.secret, kSecretBytes);
+    const sockaddr_in root = makeAddr(id.ip, id.port);
+    Fd rootFd;
+    Status s = connectTo(root, deadline, &rootFd);
+    if (!s.isOk()) return Status(s.code(), "cannot reach the bootstrap root " + addrText(root) + ": " + s.message());
+    // Listen where the root can reach us: the local address of that connection.
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    getsockname(rootFd.get(), reinterpret_cast<sockaddr*>(&local), &len);
+    local.sin_port = 0;
+    sockaddr_in bound{};
+    NODUS_TRY(listenOn(local, &listen_, &bound));
+    Hello h{kHelloMagic, HelloKind::Root, {}, rank(), nranks(), bound.sin_addr.s_addr, bound.sin_port, 0};
+    memcpy(h.secret, secret_, kSecretBytes);
+    NODUS_TRY(sendAll(rootFd.get(), &h, sizeof(h), deadline));
+    int32_t verdict = 0;
+    s = recvAll(rootFd.get(), &verdict, sizeof(verdict), deadline);
+    if (!s.isOk()) return Status(s.code(), "bootstrap root " + addrText(root) + " did not admit us: " + s.message());
+    if (verdict != nodusSuccess)
+      return makeError(nodusInvalidUsage, "bootstrap root refused rank %d of %d: another rank claimed the same rank, or ranks disagree on the number of ranks", rank(), nranks());
+    std::vector<PeerAddr> addrs(nranks());
+    NODUS_TRY(recvAll(rootFd.get(), addrs.data(), addrs.size() * sizeof(PeerAddr), deadline));
+    if (nranks() == 1) return Status::ok();
+    // Ring: connect to the next rank, accept the previous one.
+    const int next = (rank() + 1) % nranks();
+    const int prev = (rank() + nranks() - 1) % nranks();
+    NODUS_TRY(connectTo(makeAddr(addrs[next].ip, addrs[next].port), deadline, &next_));
+    Hello rh{kHelloMagic, HelloKind::Ring, {}, rank(), nranks(), 0, 0, 0};
+    memcpy(rh.secret, secret_, kSecretBytes);
+    NODUS_TRY(sendAll(next_.get(), &rh, sizeof(rh), deadline));
+    while (!prev_.valid()) {
+      Fd fd;
+      sockaddr_in from{};
+      s = acceptOne(listen_.get(), deadline, &fd, &from);
+      if (!s.isOk()) return Status(s.code(), "rank " + std::to_string(prev) + " never connected: " + s.message());
+      Hello ph{};
+      if (!readHello(fd.get(), from, secret_, HelloKind::Ring, &ph, rank())) continue;
+      if (ph.rank != prev) {
+        NODUS_WARN(rank(), "refused bootstrap connection from %s: claims rank %d, expected %d", addrText(from).c_str(), ph.rank, prev);
+        continue;
+      }
+      prev_ = std::move(fd);
+    }
+    listen_.reset();  // nobody else may join
+    return Status::ok();
+  }
+
+  Status allGather(void* data, size_t bytes) override {
+    const auto deadline = Clock::now() + timeout_;
+    char* d = static_cast<char*>(data);
+    const int p = nranks();
+    for (int s = 0; s < p - 1; ++s) {
+      const int sendBlock = (rank() - s + p) % p;
+      const int recvBlock = (rank() - s - 1 + p) % p;
+      Status st = sendRecv(next_.get(), d + sendBlock * bytes, bytes, prev_.get(), d + recvBlock * bytes, bytes, deadline);
+      if (!st.isOk()) return Status(st.code(), "bootstrap all-gather: " + st.message());
+    }
+    return Status::ok();
+  }
+
+ private:
+  std::chrono::milliseconds timeout_;
+  uint8_t secret_[kSecretBytes] = {};
+  Fd listen_, next_, prev_;
+};
+
+}  // namespace
+
+Status createUniqueId(nodusUniqueId* id) {
+  IdBlob blob{};
+  blob.magic = kIdMagic;
+  if (getrandom(blob.secret, kSecretBytes, 0) != static_cast<ssize_t>(kSecretBytes)) return systemError("getrandom");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  NODUS_TRY(defaultListenAddress(&addr.sin_addr));
+  Fd fd;
+  sockaddr_in bound{};
+  NODUS_TRY(listenOn(addr, &fd, &bound));
+  blob.ip = bound.sin_addr.s_addr;
+  blob.port = bound.sin_port;
+  std::array<uint8_t, kSecretBytes> secret{};
+  memcpy(secret.data(), blob.secret, kSecretBytes);
+  const auto timeout = std::chrono::milliseconds(std::max<int64_t>(1, param::kTimeoutMs.get()));
+  NODUS_INFO(-1, "bootstrap root listening on %s", addrText(bound).c_str());
+  std::thread(rootMain, std::move(fd), secret, timeout).detach();
+  memset(id, 0, sizeof(*id));
+  memcpy(id->internal, &blob, sizeof(blob));
+  return Status::ok();
+}
+
+Status socketBootstrap(const nodusUniqueId& id, int rank, int nranks, std::chrono::milliseconds timeout,
+                       std::unique_ptr<Bootstrap>* out) {
+  IdBlob blob;
+  memcpy(&blob, id.internal, sizeof(blob));
+  if (blob.magic != kIdMagic)
+    return makeError(nodusInvalidArgument, "the unique id was not made by nodusGetUniqueId (bad magic)");
+  auto b = std::make_unique<SocketBootstrap>(rank, nranks, timeout);
+  NODUS_TRY(b->join(blob));
+  *out = std::move(b);
+  return Status::ok();
+}
+
+// ---- In-process ----------------------------------------------------------------------
+
+class InProcessGroup {
+ public:
+  explicit InProcessGroup(int n) : n_(n) {}
+  int size() const { return n_; }
+  Status allGather(int rank, void* data, size_t bytes) {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Wait until the previous round has been read by everyone.
+    cv_.wait(lock, [&] { return !draining_; });
+    if (arrived_ == 0) buf_.assign(bytes * n_, 0);
+    memcpy(buf_.data() + rank * bytes, static_cast<char*>(data) + rank * bytes, bytes);
+    const uint64_t gen = gen_;
+    if (++arrived_ == n_) {
+      draining_ = true;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen_ != gen; });
+    }
+    memcpy(data, buf_.data(), bytes * n_);
+    if (--arrived_ == 0) {
+      draining_ = false;
+      cv_.notify_all();
+    }
+    return Status::ok();
+  }
+
+ private:
+  int n_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<char> buf_;
+  int arrived_ = 0;
+  bool draining_ = false;
+  uint64_t gen_ = 0;
+};
+
+namespace {
+class InProcessBootstrap final : public Bootstrap {
+ public:
+  InProcessBootstrap(std::shared_ptr<InProcessGroup> g, int rank, int n) : Bootstrap(rank, n), group_(std::move(g)) {}
+  Status allGather(void* data, size_t bytes) override { return group_->allGather(rank(), data, bytes); }
+
+ private:
+  std::shared_ptr<InProcessGroup> group_;
+};
+}  // namespace
+
+std::shared_ptr<InProcessGroup> makeInProcessGroup(int nranks) { return std::make_shared<InProcessGroup>(nranks); }
+
+std::unique_ptr<Bootstrap> inProcessBootstrap(std::shared_ptr<InProcessGroup> group, int rank) {
+  const int n = group->size();
+  return std::make_unique<InProcessBootstrap>(std::move(group), rank, n);
+}
+
+}  // namespace nodus

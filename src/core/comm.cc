@@ -1,0 +1,338 @@
+#include "core/comm.h"
+
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "transports/registry.h"
+
+namespace nodus {
+
+Status CommConfig::fromEnvironment(CommConfig* c) {
+  c->timeoutMs = param::kTimeoutMs.get();
+  if (c->timeoutMs <= 0) return makeError(nodusInvalidArgument, "NODUS_TIMEOUT_MS must be positive");
+  int64_t slot = param::kSlotBytes.get();
+  if (slot < 64 || slot > (1LL << 30))
+    return makeError(nodusInvalidArgument, "NODUS_SLOT_BYTES=%lld is outside [64, 1G]", static_cast<long long>(slot));
+  c->slotBytes = static_cast<size_t>(slot) / 64 * 64;
+  int64_t slots = param::kSlots.get();
+  if (slots < 1 || slots > 64)
+    return makeError(nodusInvalidArgument, "NODUS_SLOTS=%lld is outside [1, 64]", static_cast<long long>(slots));
+  c->slots = static_cast<uint32_t>(slots);
+  c->spin = std::max<int64_t>(0, param::kSpin.get());
+  c->algo = param::kAlgo.get();
+  c->transport = param::kTransport.get();
+  c->directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
+  if (!c->algo.empty() && findAlgorithm(c->algo.c_str()) == nullptr)
+    return chooseAlgorithm(PlanKey{}, PlanContext{}, c->algo.c_str(), nullptr);
+  return Status::ok();
+}
+
+namespace {
+
+// What every rank tells every other at init.
+struct RankInfo {
+  char host[64];
+  uint64_t processToken;  // random per process: equal tokens = same process
+  int32_t pid;
+  uint32_t slots;
+  uint64_t slotBytes;
+};
+
+uint64_t processToken() {
+  static const uint64_t token = [] {
+    uint64_t t = 0;
+    if (getrandom(&t, sizeof(t), 0) != sizeof(t)) t = static_cast<uint64_t>(getpid()) * 0x9e3779b97f4a7c15ULL;
+    return t;
+  }();
+  return token;
+}
+
+int coresAvailable() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)) > 0 ? static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) : 1;
+}
+
+}  // namespace
+
+Status Comm::create(InitOptions opts, std::unique_ptr<Comm>* out) {
+  std::unique_ptr<Comm> c(new Comm());
+  NODUS_TRY(c->init(opts));
+  *out = std::move(c);
+  return Status::ok();
+}
+
+Status Comm::init(InitOptions& opts) {
+  bootstrap_ = std::move(opts.bootstrap);
+  rank_ = bootstrap_->rank();
+  nranks_ = bootstrap_->nranks();
+  NODUS_TRY(CommConfig::fromEnvironment(&cfg_));
+
+  std::vector<RankInfo> infos(nranks_);
+  RankInfo& me = infos[rank_];
+  memset(&me, 0, sizeof(me));
+  snprintf(me.host, sizeof(me.host), "%s", hostName());
+  me.processToken = processToken();
+  me.pid = getpid();
+  me.slots = cfg_.slots;
+  me.slotBytes = cfg_.slotBytes;
+  NODUS_TRY(bootstrap_->allGather(infos.data(), sizeof(RankInfo)));
+  for (int r = 0; r < nranks_; ++r) {
+    if (infos[r].slotBytes != cfg_.slotBytes || infos[r].slots != cfg_.slots)
+      return makeError(nodusInvalidUsage,
+                       "rank %d uses NODUS_SLOT_BYTES=%llu NODUS_SLOTS=%u but rank %d uses %llu and %u: every rank "
+                       "must use the same values",
+                       r, static_cast<unsigned long long>(infos[r].slotBytes), infos[r].slots, rank_,
+                       static_cast<unsigned long long>(cfg_.slotBytes), cfg_.slots);
+  }
+
+  // Choose a transport per peer: the forced one, else the first in the table that reaches it.
+  const TransportEntry* chosen = nullptr;
+  int localRanks = 0;
+  for (int r = 0; r < nranks_; ++r) {
+    PeerPlacement where;
+    where.sameHost = strncmp(infos[r].host, me.host, sizeof(me.host)) == 0;
+    where.sameProcess = opts.inProcess && where.sameHost && infos[r].processToken == me.processToken;
+    localRanks += where.sameHost;
+    if (r == rank_) continue;
+    const TransportEntry* pick = nullptr;
+    for (const TransportEntry& e : transportTable()) {
+      if (!cfg_.transport.empty() && cfg_.transport != e.name) continue;
+      if (e.reaches(where)) {
+        pick = &e;
+        break;
+      }
+    }
+    if (pick == nullptr) {
+      if (!cfg_.transport.empty()) {
+        bool known = false;
+        for (const TransportEntry& e : transportTable()) known |= cfg_.transport == e.name;
+        if (!known) return makeError(nodusInvalidArgument, "NODUS_TRANSPORT=%s names no transport (loopback, shm)", cfg_.transport.c_str());
+        return makeError(nodusInvalidUsage, "NODUS_TRANSPORT=%s cannot reach rank %d on host %s from rank %d on host %s",
+                         cfg_.transport.c_str(), r, infos[r].host, rank_, me.host);
+      }
+      return makeError(nodusInvalidUsage,
+                       "no transport reaches rank %d on host %s from rank %d on host %s (this build has loopback and "
+                       "shm only: ranks must share a host)",
+                       r, infos[r].host, rank_, me.host);
+    }
+    if (chosen != nullptr && chosen != pick)
+      return makeError(nodusInvalidUsage, "rank %d needs both the %s and the %s transport; one communicator uses one transport for now",
+                       rank_, chosen->name, pick->name);
+    chosen = pick;
+    peers_.push_back(r);
+  }
+  // Every rank must take part in each transport's exchange, even with no peers.
+  const TransportEntry* use = chosen ? chosen : &transportTable()[opts.inProcess ? 0 : 1];
+  std::vector<uint8_t> choice(nranks_);
+  choice[rank_] = static_cast<uint8_t>(use - transportTable().data());
+  NODUS_TRY(bootstrap_->allGather(choice.data(), 1));
+  for (int r = 0; r < nranks_; ++r)
+    if (nranks_ > 1 && choice[r] != choice[rank_])
+      return makeError(nodusInvalidUsage, "ranks chose different transports (%s here, %s on rank %d)", use->name,
+                       transportTable()[choice[r]].name, r);
+  transport_ = use->make();
+  ConnectRequest req;
+  req.bootstrap = bootstrap_.get();
+  req.rank = rank_;
+  req.nranks = nranks_;
+  req.peers = peers_;
+  req.slotBytes = cfg_.slotBytes;
+  req.slots = cfg_.slots;
+  NODUS_TRY(transport_->connect(req, conns_));
+
+  // Spinning helps only while every rank of this host has a core to itself.
+  const int cores = coresAvailable();
+  spin_ = localRanks > cores ? 0 : cfg_.spin;
+  NODUS_INFO(rank_, "rank %d of %d on %s: transport %s, %d rank(s) on %d core(s)%s, %u slots of %zu bytes", rank_,
+             nranks_, me.host, transport_->name(), localRanks, cores, spin_ ? "" : " (oversubscribed: no spinning)",
+             cfg_.slots, cfg_.slotBytes);
+  return Status::ok();
+}
+
+Comm::~Comm() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (progress_.joinable()) progress_.join();
+  if (scratch_) munmap(scratch_, scratchBytes_);
+}
+
+Status Comm::plan(const PlanKey& key, std::shared_ptr<const Plan>* out) {
+  std::lock_guard<std::mutex> lock(planMu_);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) {
+    *out = it->second;
+    return Status::ok();
+  }
+  PlanContext ctx;
+  ctx.sliceBytes = cfg_.slotBytes;
+  ctx.slots = cfg_.slots;
+  ctx.directMaxBytes = cfg_.directMaxBytes;
+  const Algorithm* algo = nullptr;
+  NODUS_TRY(chooseAlgorithm(key, ctx, cfg_.algo.c_str(), &algo));
+  auto p = std::make_shared<Plan>();
+  p->key = key;
+  p->algorithm = algo->name;
+  NODUS_TRY(algo->build(key, ctx, *p));
+  p->sliceElems = std::max<uint64_t>(1, cfg_.slotBytes / key.typeSize);
+  for (const Step& s : p->steps) p->maxSlices = std::max(p->maxSlices, (s.count + p->sliceElems - 1) / p->sliceElems);
+  NODUS_INFO(rank_, "%s count=%llu x %uB%s root=%d: %s, %zu steps", collectiveName(key.coll),
+             static_cast<unsigned long long>(key.count), key.typeSize, key.inPlace ? " in-place" : "", key.root, algo->name,
+             p->steps.size());
+  if (logLevel() >= LogLevel::Trace) NODUS_TRACE(rank_, "%s", describe(*p).c_str());
+  plans_.emplace(key, p);
+  *out = std::move(p);
+  return Status::ok();
+}
+
+Status Comm::scratch(size_t bytes, std::byte** out) {
+  if (bytes <= scratchBytes_) {
+    *out = scratch_;
+    return Status::ok();
+  }
+  const size_t size = std::max<size_t>(bytes, std::max<size_t>(scratchBytes_ * 2, 1 << 16));
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (p == MAP_FAILED) return systemError("mmap(%zu bytes of scratch)", size);
+  if (scratch_) munmap(scratch_, scratchBytes_);
+  scratch_ = static_cast<std::byte*>(p);
+  scratchBytes_ = size;
+  *out = scratch_;
+  return Status::ok();
+}
+
+Status Comm::failure() const {
+  std::lock_guard<std::mutex> lock(errMu_);
+  return failure_;
+}
+
+void Comm::recordFailure(const Status& s) {
+  std::lock_guard<std::mutex> lock(errMu_);
+  if (failure_.isOk()) failure_ = s;
+}
+
+void Comm::notifyPeersOfFailure() {
+  if (!conns_.doorbell) return;
+  conns_.doorbell->aborted.store(1, std::memory_order_seq_cst);
+  conns_.doorbell->ring();
+  for (Doorbell* d : conns_.peerDoorbells)
+    if (d) d->ring();
+}
+
+void Comm::abort() {
+  aborted_.store(true, std::memory_order_release);
+  notifyPeersOfFailure();
+  cv_.notify_all();
+}
+
+Status Comm::checkPeers() {
+  for (int peer : peers_) {
+    Doorbell* d = conns_.peerDoorbells[peer];
+    if (d && d->aborted.load(std::memory_order_acquire))
+      return makeError(nodusRemoteError, "rank %d failed or aborted", peer);
+    NODUS_TRY(transport_->checkPeer(peer));
+  }
+  return Status::ok();
+}
+
+static Status usable(const Comm& c) {
+  if (c.aborted()) return makeError(nodusAborted, "the communicator was aborted");
+  Status f = c.failure();
+  if (!f.isOk()) return Status(f.code(), "the communicator failed earlier and cannot be used: " + f.message());
+  return Status::ok();
+}
+
+Status Comm::runBlocking(std::vector<Task> tasks) {
+  std::shared_ptr<Request> waitFor;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    NODUS_TRY(usable(*this));
+    if (!queue_.empty() || busy_) {
+      waitFor = std::make_shared<Request>();
+      tasks.back().request = waitFor;
+      queue_.push_back(std::move(tasks));
+      if (!progress_.joinable()) progress_ = std::thread([this] { progressMain(); });
+      cv_.notify_all();
+    } else {
+      busy_ = true;
+    }
+  }
+  if (waitFor) return waitFor->wait();
+  Status s = runTasks(tasks);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+  cv_.notify_all();
+  return s;
+}
+
+Status Comm::enqueue(std::vector<Task> tasks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  NODUS_TRY(usable(*this));
+  queue_.push_back(std::move(tasks));
+  if (!progress_.joinable()) progress_ = std::thread([this] { progressMain(); });
+  cv_.notify_all();
+  return Status::ok();
+}
+
+void Comm::claim() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  busy_ = true;
+}
+
+void Comm::unclaim() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+  cv_.notify_all();
+}
+
+void Comm::runQueued(std::vector<Task>& tasks) {
+  Status s = usable(*this);
+  if (s.isOk()) s = runTasks(tasks);
+  for (Task& t : tasks)
+    if (t.request) t.request->complete(s);
+}
+
+void Comm::progressMain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !busy_); });
+    if (queue_.empty()) return;  // stop_ with nothing left
+    std::vector<Task> tasks = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    runQueued(tasks);
+    lock.lock();
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+void Comm::setLastError(const std::string& msg) {
+  std::lock_guard<std::mutex> lock(errMu_);
+  lastError_ = msg;
+}
+
+const char* Comm::lastError() {
+  std::lock_guard<std::mutex> lock(errMu_);
+  return lastError_.c_str();
+}
+
+}  // namespace nodus

@@ -1,0 +1,118 @@
+// Comm: one rank's communicator. Owns the bootstrap, the transport and its
+// connections, the plan cache, scratch memory and the queue of operations
+// with the thread that progresses queued ones.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "core/bootstrap.h"
+#include "core/status.h"
+#include "exec/executor.h"
+#include "transports/transport.h"
+
+namespace nodus {
+
+// Parameters a communicator reads once, at init.
+struct CommConfig {
+  int64_t timeoutMs = 0;
+  size_t slotBytes = 0;
+  uint32_t slots = 0;
+  int64_t spin = 0;
+  std::string algo;
+  std::string transport;
+  uint64_t directMaxBytes = 0;
+  static Status fromEnvironment(CommConfig* out);
+};
+
+struct InitOptions {
+  std::unique_ptr<Bootstrap> bootstrap;
+  bool inProcess = false;  // ranks are threads of this process (nodusCommInitAll)
+};
+
+class Comm {
+ public:
+  static Status create(InitOptions opts, std::unique_ptr<Comm>* out);
+  ~Comm();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const CommConfig& config() const { return cfg_; }
+
+  // The plan for a call signature (cached).
+  Status plan(const PlanKey& key, std::shared_ptr<const Plan>* out);
+  // Scratch of at least `bytes`, allocated and faulted in once, grown rarely.
+  Status scratch(size_t bytes, std::byte** out);
+
+  // Runs `tasks` (all of this communicator) in issue order: inline when
+  // nothing is queued, else after the queued work. Blocks until done.
+  Status runBlocking(std::vector<Task> tasks);
+  // Queues `tasks` for the progress thread; each task's request completes.
+  Status enqueue(std::vector<Task> tasks);
+  // Exclusive use of the executor for a group spanning several communicators:
+  // waits until this communicator's queue is empty and idle.
+  void claim();
+  void unclaim();
+
+  void abort();
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  // The first failure of a collective leaves the connections in an unknown
+  // state; every later call fails with this status.
+  Status failure() const;
+  void recordFailure(const Status& s);
+  // Lets peers blocked on us stop waiting.
+  void notifyPeersOfFailure();
+
+  SendConnection* sendTo(int peer) { return conns_.send[peer].get(); }
+  RecvConnection* recvFrom(int peer) { return conns_.recv[peer].get(); }
+  Doorbell* doorbell() { return conns_.doorbell; }
+  Status checkPeers();
+  int64_t spin() const { return spin_; }
+  // A few bytes Barrier reduces (operations of one communicator run one at a time).
+  std::byte* barrierBuffer() { return barrierBuf_; }
+
+  void setLastError(const std::string& msg);
+  const char* lastError();
+
+ private:
+  Comm() = default;
+  Status init(InitOptions& opts);
+  void progressMain();
+  void runQueued(std::vector<Task>& tasks);
+
+  int rank_ = 0, nranks_ = 0;
+  CommConfig cfg_;
+  int64_t spin_ = 0;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::unique_ptr<Transport> transport_;
+  Connections conns_;
+  std::vector<int> peers_;
+
+  std::mutex planMu_;
+  std::unordered_map<PlanKey, std::shared_ptr<const Plan>, PlanKeyHash> plans_;
+  std::byte* scratch_ = nullptr;
+  size_t scratchBytes_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::vector<Task>> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::thread progress_;
+
+  alignas(64) std::byte barrierBuf_[64] = {};
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex errMu_;
+  Status failure_;
+  std::string lastError_, lastErrorCopy_;
+};
+
+}  // namespace nodus

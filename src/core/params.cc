@@ -1,0 +1,106 @@
+#include "core/params.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+namespace nodus {
+namespace {
+
+// The registry. Each parameter exactly once: name, type, default, help.
+constexpr ParamInfo kParams[] = {
+    {"NODUS_DEBUG", ParamType::String, "WARN", "Log level: NONE, WARN, INFO or TRACE."},
+    {"NODUS_DEBUG_FILE", ParamType::String, "",
+     "Write logs to this file instead of stderr (%h: host, %p: pid)."},
+    {"NODUS_TIMEOUT_MS", ParamType::Int, "300000",
+     "Longest a wait may go without progress before the call fails with nodusTimeout "
+     "(bootstrap, connection set-up and collectives)."},
+    {"NODUS_TRANSPORT", ParamType::String, "",
+     "Force one transport for every peer: loopback (nodusCommInitAll only) or shm."},
+    {"NODUS_ALGO", ParamType::String, "",
+     "Force one algorithm for every collective that it supports (ring, direct, chain)."},
+    {"NODUS_SLOT_BYTES", ParamType::Int, "524288",
+     "Bytes per transport slot; also the pipelining slice size. Same on every rank."},
+    {"NODUS_SLOTS", ParamType::Int, "8", "Slots per connection (slices in flight per peer pair)."},
+    {"NODUS_SPIN", ParamType::Int, "20000",
+     "Polls before a waiting rank yields the core; 0 when ranks outnumber cores."},
+    {"NODUS_HOSTID", ParamType::String, "",
+     "Name this process's host differently from its hostname (tests pose as several hosts)."},
+    {"NODUS_BOOTSTRAP_ADDR", ParamType::String, "",
+     "IPv4 address the bootstrap root listens on (default: this host's first non-loopback "
+     "address, else 127.0.0.1)."},
+    {"NODUS_DIRECT_MAX_BYTES", ParamType::Int, "65536",
+     "Largest AllReduce/Barrier (bytes per rank) the single-round direct algorithm takes when "
+     "no algorithm is forced."},
+};
+
+const ParamInfo& lookup(const char* name) {
+  for (const ParamInfo& p : kParams)
+    if (strcmp(p.name, name) == 0) return p;
+  // A typo in the table below is a programming error caught by the unit tests.
+  fprintf(stderr, "nodus: internal error: parameter %s is not registered\n", name);
+  abort();
+}
+
+bool parseInt(const char* text, int64_t* out) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = strtoll(text, &end, 0);
+  if (errno != 0 || end == text) return false;
+  int64_t mult = 1;
+  if (*end == 'k' || *end == 'K') mult = 1024, ++end;
+  else if (*end == 'm' || *end == 'M') mult = 1024 * 1024, ++end;
+  else if (*end == 'g' || *end == 'G') mult = 1024LL * 1024 * 1024, ++end;
+  if (*end != '\0') return false;
+  *out = v * mult;
+  return true;
+}
+
+}  // namespace
+
+int64_t IntParam::get() const {
+  int64_t def = 0;
+  parseInt(info_.defaultValue, &def);
+  const char* env = getenv(info_.name);
+  if (env == nullptr || *env == '\0') return def;
+  int64_t v = 0;
+  if (parseInt(env, &v)) return v;
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(mu);
+  if (warned.insert(info_.name).second)
+    fprintf(stderr, "nodus WARN %s=\"%s\" is not an integer; using the default %s\n", info_.name,
+            env, info_.defaultValue);
+  return def;
+}
+
+std::string StringParam::get() const {
+  const char* env = getenv(info_.name);
+  return (env != nullptr && *env != '\0') ? std::string(env) : std::string(info_.defaultValue);
+}
+
+std::span<const ParamInfo> allParams() { return kParams; }
+
+std::string currentValue(const ParamInfo& info) {
+  if (info.type == ParamType::Int) return std::to_string(IntParam(info).get());
+  return StringParam(info).get();
+}
+
+namespace param {
+const StringParam kDebug{lookup("NODUS_DEBUG")};
+const StringParam kDebugFile{lookup("NODUS_DEBUG_FILE")};
+const IntParam kTimeoutMs{lookup("NODUS_TIMEOUT_MS")};
+const StringParam kTransport{lookup("NODUS_TRANSPORT")};
+const StringParam kAlgo{lookup("NODUS_ALGO")};
+const IntParam kSlotBytes{lookup("NODUS_SLOT_BYTES")};
+const IntParam kSlots{lookup("NODUS_SLOTS")};
+const IntParam kSpin{lookup("NODUS_SPIN")};
+const StringParam kHostId{lookup("NODUS_HOSTID")};
+const StringParam kSocketIfAddr{lookup("NODUS_BOOTSTRAP_ADDR")};
+const IntParam kDirectMaxBytes{lookup("NODUS_DIRECT_MAX_BYTES")};
+}  // namespace param
+
+}  // namespace nodus

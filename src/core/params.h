@@ -1,0 +1,64 @@
+// The parameter registry: every NODUS_* environment variable is declared once,
+// in params.cc, with its type, default and help text. `nodus-info` lists them.
+//
+// Values are read from the environment when asked for (communicators snapshot
+// what they need at init), so a test may setenv between communicators.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace nodus {
+
+enum class ParamType { Int, String };
+
+struct ParamInfo {
+  const char* name;
+  ParamType type;
+  const char* defaultValue;
+  const char* help;
+};
+
+class IntParam {
+ public:
+  explicit constexpr IntParam(const ParamInfo& info) : info_(info) {}
+  // The environment's value, or the default when unset or unparsable (the
+  // latter logged once as a warning). Accepts K/M/G suffixes (powers of 1024).
+  int64_t get() const;
+  const ParamInfo& info() const { return info_; }
+
+ private:
+  const ParamInfo& info_;
+};
+
+class StringParam {
+ public:
+  explicit constexpr StringParam(const ParamInfo& info) : info_(info) {}
+  std::string get() const;  // environment value, or the default when unset
+  const ParamInfo& info() const { return info_; }
+
+ private:
+  const ParamInfo& info_;
+};
+
+// Every parameter, in declaration order.
+std::span<const ParamInfo> allParams();
+// The value nodus would use for a parameter now, as text.
+std::string currentValue(const ParamInfo& info);
+
+namespace param {
+extern const StringParam kDebug;         // NODUS_DEBUG
+extern const StringParam kDebugFile;     // NODUS_DEBUG_FILE
+extern const IntParam kTimeoutMs;        // NODUS_TIMEOUT_MS
+extern const StringParam kTransport;     // NODUS_TRANSPORT
+extern const StringParam kAlgo;          // NODUS_ALGO
+extern const IntParam kSlotBytes;        // NODUS_SLOT_BYTES
+extern const IntParam kSlots;            // NODUS_SLOTS
+extern const IntParam kSpin;             // NODUS_SPIN
+extern const StringParam kHostId;        // NODUS_HOSTID
+extern const StringParam kSocketIfAddr;  // NODUS_BOOTSTRAP_ADDR
+extern const IntParam kDirectMaxBytes;   // NODUS_DIRECT_MAX_BYTES
+}  // namespace param
+
+}  // namespace nodus

@@ -1,0 +1,272 @@
+#include "exec/executor.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "core/log.h"
+#include "kernels/reduce.h"
+
+namespace nodus {
+
+void Request::complete(Status s) {
+  status = std::move(s);
+  done.store(1, std::memory_order_release);
+  done.notify_all();
+}
+
+Status Request::wait() {
+  for (int i = 0; i < 1000 && done.load(std::memory_order_acquire) == 0; ++i) __builtin_ia32_pause();
+  while (done.load(std::memory_order_acquire) == 0) done.wait(0, std::memory_order_acquire);
+  return status;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::byte* resolve(const Task& t, const Range& r, uint64_t elem, size_t ts) {
+  std::byte* base = r.buf == Buf::Send ? const_cast<std::byte*>(t.send) : r.buf == Buf::Recv ? t.recv : t.scratch;
+  return base + (r.offset + elem) * ts;
+}
+
+// Per-task gating for batches: a task may use a connection only once every
+// earlier unfinished task of the same communicator is done with it.
+struct Gate {
+  std::vector<std::vector<int>> recvPeers, sendPeers;  // sorted, per task
+
+  void init(std::span<Task> tasks) {
+    recvPeers.resize(tasks.size());
+    sendPeers.resize(tasks.size());
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      for (const Step& s : tasks[i].plan->steps) {
+        if (opReceives(s.op)) recvPeers[i].push_back(s.recvPeer);
+        if (opSends(s.op)) sendPeers[i].push_back(s.sendPeer);
+      }
+      for (auto* v : {&recvPeers[i], &sendPeers[i]}) {
+        std::sort(v->begin(), v->end());
+        v->erase(std::unique(v->begin(), v->end()), v->end());
+      }
+    }
+  }
+  bool blocked(std::span<Task> tasks, size_t i, const Step& s) const {
+    for (size_t j = 0; j < i; ++j) {
+      if (tasks[j].done || tasks[j].comm != tasks[i].comm) continue;
+      if (opReceives(s.op) && std::binary_search(recvPeers[j].begin(), recvPeers[j].end(), s.recvPeer)) return true;
+      if (opSends(s.op) && std::binary_search(sendPeers[j].begin(), sendPeers[j].end(), s.sendPeer)) return true;
+    }
+    return false;
+  }
+};
+
+void nextSlice(Task& t) {
+  const Plan& p = *t.plan;
+  for (;;) {
+    if (++t.step >= p.steps.size()) {
+      t.step = 0;
+      if (++t.slice >= p.maxSlices) {
+        t.done = true;
+        return;
+      }
+    }
+    if (t.slice * p.sliceElems < p.steps[t.step].count) return;
+  }
+}
+
+// Does as many slices of `t` as can be done without waiting.
+// Returns whether anything moved; errors go to *err.
+bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
+  Task& t = tasks[i];
+  Comm& comm = *t.comm;
+  const Plan& plan = *t.plan;
+  const size_t ts = typeSize(t.type);
+  const bool avg = t.op == nodusAvg;
+  const nodusRedOp_t op = avg ? nodusSum : t.op;
+  const int p = comm.nranks();
+  bool moved = false;
+  while (!t.done) {
+    const Step& st = plan.steps[t.step];
+    if (gate && gate->blocked(tasks, i, st)) return moved;
+    const uint64_t off = t.slice * plan.sliceElems;
+    const uint64_t n = std::min(plan.sliceElems, st.count - off);
+    const size_t bytes = n * ts;
+    const std::byte* in = nullptr;
+    std::byte* out = nullptr;
+    RecvConnection* rc = nullptr;
+    SendConnection* sc = nullptr;
+    if (opReceives(st.op)) {
+      rc = comm.recvFrom(st.recvPeer);
+      size_t got = 0;
+      in = rc->tryPeek(&got);
+      if (!in) return moved;
+      if (got != bytes) {
+        *err = makeError(nodusInvalidUsage,
+                         "%s: rank %d sent %zu bytes where %zu were expected: ranks called different "
+                         "collectives, counts or types",
+                         collectiveName(plan.key.coll), st.recvPeer, got, bytes);
+        return moved;
+      }
+    }
+    if (opSends(st.op)) {
+      sc = comm.sendTo(st.sendPeer);
+      out = sc->tryAcquire();
+      if (!out) return moved;
+    }
+    const bool fin = avg && st.finalAvg;
+    switch (st.op) {
+      case Op::Send:
+        memcpy(out, resolve(t, st.src, off, ts), bytes);
+        break;
+      case Op::Recv:
+        if (fin) scaleAvg(t.type, resolve(t, st.dst, off, ts), in, n, p);
+        else memcpy(resolve(t, st.dst, off, ts), in, bytes);
+        break;
+      case Op::RecvReduceSend:
+        reduce(t.type, op, out, in, resolve(t, st.src, off, ts), n);
+        break;
+      case Op::RecvReduceCopy:
+      case Op::RecvReduceCopySend: {
+        std::byte* dst = resolve(t, st.dst, off, ts);
+        if (fin) reduceAvgFinal(t.type, dst, in, resolve(t, st.src, off, ts), n, p);
+        else reduce(t.type, op, dst, in, resolve(t, st.src, off, ts), n);
+        if (out) memcpy(out, dst, bytes);
+        break;
+      }
+      case Op::RecvCopySend:
+        memcpy(resolve(t, st.dst, off, ts), in, bytes);
+        memcpy(out, in, bytes);
+        break;
+      case Op::Copy: {
+        std::byte* dst = resolve(t, st.dst, off, ts);
+        const std::byte* src = resolve(t, st.src, off, ts);
+        if (fin && p > 1) scaleAvg(t.type, dst, src, n, p);
+        else if (dst != src) memcpy(dst, src, bytes);
+        break;
+      }
+      case Op::Reduce: {
+        std::byte* dst = resolve(t, st.dst, off, ts);
+        if (fin) reduceAvgFinal(t.type, dst, dst, resolve(t, st.src, off, ts), n, p);
+        else reduce(t.type, op, dst, dst, resolve(t, st.src, off, ts), n);
+        break;
+      }
+    }
+    if (rc) rc->release();
+    if (sc) sc->post(bytes);
+    moved = true;
+    nextSlice(t);
+  }
+  return moved;
+}
+
+std::string waitingFor(const Task& t) {
+  if (t.done || t.plan->steps.empty()) return "";
+  const Step& s = t.plan->steps[t.step];
+  std::string w = std::string(collectiveName(t.plan->key.coll)) + " (" + t.plan->algorithm + ") step " +
+                  std::to_string(t.step) + " slice " + std::to_string(t.slice);
+  if (opReceives(s.op)) w += ", waiting to receive from rank " + std::to_string(s.recvPeer);
+  else if (opSends(s.op)) w += ", waiting for a free slot towards rank " + std::to_string(s.sendPeer);
+  return w;
+}
+
+}  // namespace
+
+Status runTasks(std::span<Task> tasks) {
+  for (Task& t : tasks) {
+    t.slice = 0;
+    t.step = 0;
+    t.done = t.plan->maxSlices == 0;
+    if (!t.done && t.plan->steps[0].count == 0) nextSlice(t);
+  }
+  Gate gate;
+  const bool gated = tasks.size() > 1;
+  if (gated) gate.init(tasks);
+  int64_t spinLimit = tasks.empty() ? 0 : tasks[0].comm->spin();
+  constexpr int64_t kYields = 200;
+  constexpr int64_t kSleepUs = 5000;
+  int64_t idle = 0;
+  Clock::time_point lastProgress{}, lastPeerCheck{};
+  Status err;
+  auto pass = [&](bool* allDone) {
+    bool moved = false;
+    *allDone = true;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i].done) continue;
+      moved |= advance(tasks, i, gated ? &gate : nullptr, &err);
+      if (!err.isOk()) return moved;
+      *allDone &= tasks[i].done;
+    }
+    return moved;
+  };
+  auto fail = [&](Status s) {
+    for (Task& t : tasks) {
+      if (t.done) continue;
+      t.comm->recordFailure(s);
+      t.comm->notifyPeersOfFailure();
+    }
+    return s;
+  };
+  for (;;) {
+    bool allDone = false;
+    const bool moved = pass(&allDone);
+    if (!err.isOk()) return fail(err);
+    if (allDone) return Status::ok();
+    if (moved) {
+      idle = 0;
+      continue;
+    }
+    if (idle == 0) lastProgress = Clock::now();
+    ++idle;
+    if (idle < spinLimit) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    // Checks that cost a clock read or a syscall happen only once spinning stopped.
+    Task* waiting = nullptr;
+    for (Task& t : tasks)
+      if (!t.done) {
+        waiting = &t;
+        break;
+      }
+    Comm& comm = *waiting->comm;
+    for (Task& t : tasks)
+      if (!t.done && t.comm->aborted()) return fail(makeError(nodusAborted, "aborted by nodusCommAbort"));
+    const auto now = Clock::now();
+    if (now - lastPeerCheck > std::chrono::milliseconds(5)) {
+      lastPeerCheck = now;
+      for (Task& t : tasks) {
+        if (t.done) continue;
+        Status s = t.comm->checkPeers();
+        if (!s.isOk()) return fail(Status(s.code(), s.message() + " during " + waitingFor(t)));
+      }
+    }
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - lastProgress).count();
+    if (waited >= comm.config().timeoutMs)
+      return fail(makeError(nodusTimeout, "no progress for %lld ms (NODUS_TIMEOUT_MS=%lld) in %s", static_cast<long long>(waited),
+                            static_cast<long long>(comm.config().timeoutMs), waitingFor(*waiting).c_str()));
+    if (idle < spinLimit + kYields) {
+      sched_yield();
+      continue;
+    }
+    // Sleep until a peer rings (several communicators: each is rung by its own
+    // peers, so sleep on one with a short timeout).
+    Doorbell* bell = comm.doorbell();
+    bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seq = bell->seq.load(std::memory_order_seq_cst);
+    const bool movedNow = pass(&allDone);
+    if (!movedNow && !allDone && err.isOk()) {
+      const int64_t leftUs = (comm.config().timeoutMs - waited) * 1000;
+      bell->sleep(seq, std::max<int64_t>(1, std::min(tasks.size() > 1 ? 1000 : kSleepUs, leftUs)));
+    }
+    bell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (!err.isOk()) return fail(err);
+    if (allDone) return Status::ok();
+    if (movedNow) idle = 0;
+  }
+}
+
+}  // namespace nodus

@@ -1,0 +1,50 @@
+// The executor: runs plans over a communicator's connections.
+//
+// A Task is one plan in flight with its buffers. Tasks advance slice by slice
+// without blocking (a slot that is not ready means "come back later"); run()
+// drives a set of tasks, possibly of several communicators, until all are
+// done, waiting spin -> yield -> futex when none can move.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/status.h"
+#include "nodus/nodus.h"
+#include "plan/plan.h"
+
+namespace nodus {
+
+class Comm;
+
+// What a caller holds for a non-blocking operation.
+struct Request {
+  std::atomic<uint32_t> done{0};
+  Status status;  // written before `done` is set
+  void complete(Status s);
+  Status wait();
+};
+
+struct Task {
+  Comm* comm = nullptr;
+  std::shared_ptr<const Plan> plan;
+  const std::byte* send = nullptr;
+  std::byte* recv = nullptr;
+  std::byte* scratch = nullptr;
+  nodusDataType_t type = nodusFloat32;
+  nodusRedOp_t op = nodusSum;
+  std::shared_ptr<Request> request;  // may be null (blocking call)
+  // Progress.
+  uint64_t slice = 0;
+  size_t step = 0;
+  bool done = false;
+};
+
+// Runs the tasks to completion (or the first error, which is also recorded on
+// the task's communicator). Tasks of one communicator that use the same
+// connection take turns in the order given.
+Status runTasks(std::span<Task> tasks);
+
+}  // namespace nodus

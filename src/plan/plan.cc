@@ -1,0 +1,78 @@
+#include "plan/plan.h"
+
+#include <sstream>
+
+namespace nodus {
+
+const char* collectiveName(Collective c) {
+  switch (c) {
+    case Collective::AllReduce: return "AllReduce";
+    case Collective::AllGather: return "AllGather";
+    case Collective::ReduceScatter: return "ReduceScatter";
+    case Collective::Broadcast: return "Broadcast";
+    case Collective::Reduce: return "Reduce";
+    case Collective::Send: return "Send";
+    case Collective::Recv: return "Recv";
+  }
+  return "?";
+}
+
+const char* opKindName(Op op) {
+  switch (op) {
+    case Op::Send: return "send";
+    case Op::Recv: return "recv";
+    case Op::RecvReduceSend: return "recvReduceSend";
+    case Op::RecvReduceCopy: return "recvReduceCopy";
+    case Op::RecvReduceCopySend: return "recvReduceCopySend";
+    case Op::RecvCopySend: return "recvCopySend";
+    case Op::Copy: return "copy";
+    case Op::Reduce: return "reduce";
+  }
+  return "?";
+}
+
+uint64_t sendElems(const PlanKey& k) {
+  switch (k.coll) {
+    case Collective::ReduceScatter: return k.count * static_cast<uint64_t>(k.nranks);
+    case Collective::Recv: return 0;
+    default: return k.count;
+  }
+}
+
+uint64_t recvElems(const PlanKey& k) {
+  switch (k.coll) {
+    case Collective::AllGather: return k.count * static_cast<uint64_t>(k.nranks);
+    case Collective::Send: return 0;
+    default: return k.count;
+  }
+}
+
+static const char* bufName(Buf b) {
+  switch (b) {
+    case Buf::Send: return "send";
+    case Buf::Recv: return "recv";
+    case Buf::Scratch: return "scratch";
+  }
+  return "?";
+}
+
+std::string describe(const Plan& plan) {
+  std::ostringstream os;
+  os << collectiveName(plan.key.coll) << " algo=" << plan.algorithm << " rank=" << plan.key.rank
+     << "/" << plan.key.nranks << " count=" << plan.key.count
+     << (plan.key.inPlace ? " in-place" : "") << "\n";
+  for (const Step& s : plan.steps) {
+    os << "  " << opKindName(s.op) << " n=" << s.count;
+    if (opReceives(s.op)) os << " from=" << s.recvPeer;
+    if (opSends(s.op)) os << " to=" << s.sendPeer;
+    if (s.op != Op::Recv && s.op != Op::RecvCopySend)
+      os << " src=" << bufName(s.src.buf) << "+" << s.src.offset;
+    if (s.op != Op::Send && s.op != Op::RecvReduceSend)
+      os << " dst=" << bufName(s.dst.buf) << "+" << s.dst.offset;
+    if (s.finalAvg) os << " avg";
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace nodus

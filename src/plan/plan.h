@@ -1,0 +1,118 @@
+// Plan: what one rank does for one collective call, as data.
+//
+// Algorithms produce plans, the executor (src/exec) runs them over transports,
+// the verifier (src/plan/verifier) runs them symbolically. A plan refers to
+// buffers by role and element offset, never by address, so one plan serves
+// every call with the same signature (it is cached per communicator).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nodus/nodus.h"
+
+namespace nodus {
+
+enum class Collective : uint8_t {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Reduce,
+  Send,
+  Recv,
+};
+const char* collectiveName(Collective c);
+
+// Buffer roles. Send/Recv are the user's; Scratch belongs to the communicator.
+// In-place calls alias Send and Recv exactly as nodus.h defines.
+enum class Buf : uint8_t { Send, Recv, Scratch };
+
+struct Range {
+  Buf buf = Buf::Send;
+  uint64_t offset = 0;  // elements
+};
+
+// What a step does with the data it receives ("in") from recvPeer, its local
+// source range `src` and destination range `dst`, and what it sends to sendPeer.
+// All ranges of a step have the same length `count`.
+enum class Op : uint8_t {
+  Send,                // out = src
+  Recv,                // dst = in
+  RecvReduceSend,      // out = in (op) src
+  RecvReduceCopy,      // dst = in (op) src
+  RecvReduceCopySend,  // dst = in (op) src; out = dst
+  RecvCopySend,        // dst = in; out = in
+  Copy,                // dst = src (local)
+  Reduce,              // dst = dst (op) src (local)
+};
+const char* opKindName(Op op);
+
+inline bool opReceives(Op op) {
+  return op == Op::Recv || op == Op::RecvReduceSend || op == Op::RecvReduceCopy ||
+         op == Op::RecvReduceCopySend || op == Op::RecvCopySend;
+}
+inline bool opSends(Op op) {
+  return op == Op::Send || op == Op::RecvReduceSend || op == Op::RecvReduceCopySend ||
+         op == Op::RecvCopySend;
+}
+inline bool opReduces(Op op) {
+  return op == Op::RecvReduceSend || op == Op::RecvReduceCopy || op == Op::RecvReduceCopySend ||
+         op == Op::Reduce;
+}
+
+struct Step {
+  Op op = Op::Copy;
+  int32_t recvPeer = -1;
+  int32_t sendPeer = -1;
+  Range src;
+  Range dst;
+  uint64_t count = 0;  // elements
+  // This step writes a final value of an average: the executor divides by
+  // nranks here (when the call's op is nodusAvg).
+  bool finalAvg = false;
+};
+
+// The signature a plan depends on (and is cached by).
+struct PlanKey {
+  Collective coll = Collective::AllReduce;
+  int nranks = 1;
+  int rank = 0;
+  uint64_t count = 0;  // the API's count argument
+  uint32_t typeSize = 1;
+  int root = 0;        // root for Broadcast/Reduce; peer for Send/Recv
+  bool inPlace = false;
+  bool operator==(const PlanKey&) const = default;
+};
+
+struct Plan {
+  PlanKey key;
+  std::string algorithm;  // e.g. "ring", for logs and traces
+  std::vector<Step> steps;
+  uint64_t scratchElems = 0;  // scratch the plan needs, in elements
+  // Steps run slice-major: slice s of every step in order, then slice s+1.
+  // Slice s of a step covers elements [s*sliceElems, (s+1)*sliceElems).
+  uint64_t sliceElems = 1;
+  uint64_t maxSlices = 0;  // over all steps
+};
+
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    uint64_t h = static_cast<uint64_t>(k.coll) * 0x9e3779b97f4a7c15ULL;
+    for (uint64_t v : {static_cast<uint64_t>(k.nranks), static_cast<uint64_t>(k.rank), k.count,
+                       static_cast<uint64_t>(k.typeSize), static_cast<uint64_t>(k.root),
+                       static_cast<uint64_t>(k.inPlace)})
+      h = (h ^ v) * 0x100000001b3ULL + (h >> 29);
+    return static_cast<size_t>(h);
+  }
+};
+
+// Element counts of the user buffers for a call (what the verifier and the
+// argument checks assume is there).
+uint64_t sendElems(const PlanKey& k);
+uint64_t recvElems(const PlanKey& k);
+
+std::string describe(const Plan& plan);  // one step a line, for debugging
+
+}  // namespace nodus

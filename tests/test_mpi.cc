@@ -1,0 +1,265 @@
+// Multi-rank tests under mpirun (2, 3 and 4 ranks): every MPI rank joins a
+// nodus communicator with nodusCommInitMPI(MPI_COMM_WORLD) and runs the shared
+// harness. MPI agrees on pass/fail after every test (so every rank's gtest sees
+// a failure anywhere), carries output hashes between ranks and provides a
+// second, independent AllReduce to compare with. Rank 0 prints the gtest
+// report; other ranks print only their failures. The exit status is non-zero
+// on every rank if any rank failed.
+// Only MPI's C API is used: keep the deprecated C++ bindings out.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "collective_check.h"
+#include "nodus/nodus.h"
+#include "nodus/nodus_mpi.h"
+
+namespace nodus_test {
+namespace {
+
+int WorldRank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int WorldSize() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// A fresh nodus communicator over MPI_COMM_WORLD per test, so that a test that
+// aborts its communicator does not take the next ones down with it.
+class Mpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rank_ = WorldRank();
+    nranks_ = WorldSize();
+    const nodusResult_t r = nodusCommInitMPI(&comm_, MPI_COMM_WORLD);
+    int ok = r == nodusSuccess, allOk = 0;
+    MPI_Allreduce(&ok, &allOk, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    ASSERT_EQ(r, nodusSuccess) << "nodusCommInitMPI: " << ResultName(r) << ": "
+                               << nodusGetLastError(nullptr);
+    ASSERT_TRUE(allOk) << "nodusCommInitMPI failed on another rank";
+  }
+
+  void TearDown() override {
+    if (comm_) {
+      EXPECT_EQ(nodusCommDestroy(comm_), nodusSuccess);
+    }
+    // Everyone learns whether anyone failed.
+    int mine = HasFailure() ? 1 : 0, any = 0;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any && !mine) ADD_FAILURE() << "failed on another rank (its failures are on stderr)";
+  }
+
+  FailFn Fail() {
+    return [this](const std::string& m) {
+      if (++failures_ <= 20) ADD_FAILURE() << "[rank " << rank_ << "] " << m;
+    };
+  }
+
+  nodusComm_t comm_ = nullptr;
+  int rank_ = 0;
+  int nranks_ = 1;
+  int failures_ = 0;
+};
+
+// ---- The matrix ------------------------------------------------------------------
+
+TEST_F(Mpi, EveryCollectiveTypeOpCountAndPlacement) {
+  MatrixOptions options;
+  options.seed += 300 + static_cast<uint64_t>(nranks_);
+  const std::vector<CheckCase> cases = MakeMatrix(nranks_, options);
+  std::vector<uint64_t> hashes;
+  const size_t ran = RunCasesOnRank(comm_, cases, Fail(), &hashes);
+  hashes.resize(cases.size(), 0);
+  // Ranks that stopped early (a call failed) have said so; compare what all ran.
+  unsigned long long mine = ran, common = 0;
+  MPI_Allreduce(&mine, &common, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+  std::vector<uint64_t> all(hashes.size() * static_cast<size_t>(nranks_));
+  MPI_Allgather(hashes.data(), static_cast<int>(hashes.size()), MPI_UINT64_T, all.data(),
+                static_cast<int>(hashes.size()), MPI_UINT64_T, MPI_COMM_WORLD);
+  if (rank_ != 0) return;  // one report is enough
+  int differing = 0;
+  for (size_t i = 0; i < common; ++i) {
+    std::vector<uint64_t> byRank;
+    for (int r = 0; r < nranks_; ++r) byRank.push_back(all[static_cast<size_t>(r) * hashes.size() + i]);
+    const std::string differ = CompareAcrossRanks(cases[i], byRank);
+    if (!differ.empty() && ++differing <= 20) ADD_FAILURE() << differ;
+  }
+  EXPECT_EQ(differing, 0) << "cases whose output differs across ranks";
+}
+
+// nodus and the MPI library must compute the same AllReduce, bit for bit, where
+// the result does not depend on the reduction order (integers, min/max, and
+// floating-point sums of small integers).
+TEST_F(Mpi, AllReduceAgreesWithMpiAllreduce) {
+  const size_t count = 100003;
+  struct Combo {
+    nodusDataType_t type;
+    nodusRedOp_t op;
+    MPI_Datatype mpiType;
+    MPI_Op mpiOp;
+  };
+  const Combo combos[] = {
+      {nodusInt32, nodusSum, MPI_INT32_T, MPI_SUM},     {nodusInt32, nodusProd, MPI_INT32_T, MPI_PROD},
+      {nodusInt32, nodusMin, MPI_INT32_T, MPI_MIN},     {nodusUint64, nodusMax, MPI_UINT64_T, MPI_MAX},
+      {nodusInt8, nodusSum, MPI_INT8_T, MPI_SUM},       {nodusFloat32, nodusSum, MPI_FLOAT, MPI_SUM},
+      {nodusFloat64, nodusMin, MPI_DOUBLE, MPI_MIN},    {nodusUint8, nodusProd, MPI_UINT8_T, MPI_PROD},
+  };
+  for (const Combo& combo : combos) {
+    const size_t es = TypeSize(combo.type);
+    std::vector<unsigned char> in(count * es), ours(count * es), theirs(count * es);
+    for (size_t i = 0; i < count; ++i) {
+      const int64_t v = static_cast<int64_t>((i * 2654435761u + static_cast<size_t>(rank_) * 40503u) % 17) - 8;
+      switch (combo.type) {
+        case nodusFloat32: {
+          const float f = static_cast<float>(v);
+          std::memcpy(&in[i * es], &f, es);
+          break;
+        }
+        case nodusFloat64: {
+          const double d = static_cast<double>(v) * 1.5;
+          std::memcpy(&in[i * es], &d, es);
+          break;
+        }
+        default: {
+          const uint64_t u = static_cast<uint64_t>(v * 977 + rank_ * 131);
+          std::memcpy(&in[i * es], &u, es);  // little-endian: the low bytes
+          break;
+        }
+      }
+    }
+    const nodusResult_t r = nodusAllReduce(in.data(), ours.data(), count, combo.type, combo.op, comm_);
+    ASSERT_EQ(r, nodusSuccess) << nodusGetLastError(comm_);
+    MPI_Allreduce(in.data(), theirs.data(), static_cast<int>(count), combo.mpiType, combo.mpiOp, MPI_COMM_WORLD);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (std::memcmp(&ours[i * es], &theirs[i * es], es) != 0 && bad++ == 0) first = i;
+    }
+    EXPECT_EQ(bad, 0u) << TypeName(combo.type) << " " << OpName(combo.op) << ": differs from "
+                       << "MPI_Allreduce at " << bad << " element(s), first index " << first;
+  }
+}
+
+// ---- Non-blocking ------------------------------------------------------------------
+
+TEST_F(Mpi, OutstandingRequestsCompleteInIssueOrder) { IssueOrderScenario(comm_, rank_, nranks_, Fail()); }
+
+TEST_F(Mpi, WaitingForTheLastRequestCompletesEarlierOnes) { WaitLastScenario(comm_, rank_, nranks_, Fail()); }
+
+TEST_F(Mpi, NonBlockingProgressesWithoutPolling) {
+  for (Coll coll : {Coll::kAllReduce, Coll::kAllGather, Coll::kBroadcast}) {
+    BackgroundProgressScenario(comm_, rank_, nranks_, coll, Fail());
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+// Counters shared by the ranks of this node (MPI-3 shared memory), for the
+// barrier checks; null when the ranks do not all share one node.
+class SharedCounters {
+ public:
+  explicit SharedCounters(int n) {
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_);
+    int nodeSize = 0;
+    MPI_Comm_size(node_, &nodeSize);
+    int nodeRank = 0;
+    MPI_Comm_rank(node_, &nodeRank);
+    const MPI_Aint bytes = nodeRank == 0 ? static_cast<MPI_Aint>(n * sizeof(int)) : 0;
+    void* base = nullptr;
+    MPI_Win_allocate_shared(bytes, sizeof(int), MPI_INFO_NULL, node_, &base, &win_);
+    MPI_Aint size = 0;
+    int disp = 0;
+    MPI_Win_shared_query(win_, 0, &size, &disp, &base);
+    if (nodeRank == 0) std::memset(base, 0, static_cast<size_t>(n) * sizeof(int));
+    MPI_Barrier(node_);
+    if (nodeSize == WorldSize()) data_ = static_cast<int*>(base);
+  }
+  ~SharedCounters() {
+    MPI_Barrier(node_);
+    MPI_Win_free(&win_);
+    MPI_Comm_free(&node_);
+  }
+  SharedCounters(const SharedCounters&) = delete;
+  SharedCounters& operator=(const SharedCounters&) = delete;
+  int* data() { return data_; }
+
+ private:
+  MPI_Comm node_ = MPI_COMM_NULL;
+  MPI_Win win_ = MPI_WIN_NULL;
+  int* data_ = nullptr;
+};
+
+TEST_F(Mpi, NonBlockingBarrierSendAndRecv) {
+  SharedCounters arrived(1);
+  if (!arrived.data()) GTEST_SKIP() << "ranks on several nodes";
+  IbarrierIsendIrecvScenario(comm_, rank_, nranks_, arrived.data(), Fail());
+}
+
+// ---- Groups ------------------------------------------------------------------------
+
+TEST_F(Mpi, GroupRingExchangeOfSendRecv) {
+  GroupRingScenario(comm_, rank_, nranks_, size_t{4} << 20, Fail());  // 4M floats
+  GroupRingScenario(comm_, rank_, nranks_, 1, Fail());
+}
+
+TEST_F(Mpi, RequestsIssuedInAGroupAreCompleteAtGroupEnd) { GroupRequestsScenario(comm_, rank_, nranks_, Fail()); }
+
+TEST_F(Mpi, SeveralCollectivesInNestedGroups) { NestedGroupsScenario(comm_, rank_, nranks_, Fail()); }
+
+// ---- Point-to-point and barrier ----------------------------------------------------
+
+TEST_F(Mpi, SendRecvPairsMatchInIssueOrder) { SendRecvPairsScenario(comm_, rank_, nranks_, Fail()); }
+
+TEST_F(Mpi, BarrierWaitsForEveryRank) {
+  SharedCounters arrived(kBarrierRounds);
+  if (!arrived.data()) GTEST_SKIP() << "ranks on several nodes";
+  BarrierScenario(comm_, rank_, nranks_, arrived.data(), Fail());
+}
+
+// Prints this rank's failures (ranks other than 0 have no result printer).
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_,
+                 result.file_name() ? result.file_name() : "?", result.line_number(),
+                 result.message());
+    std::fflush(stderr);
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+}  // namespace nodus_test
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  // A wait that never ends becomes an error long before the test driver's limit.
+  setenv("NODUS_TIMEOUT_MS", "60000", 0);
+  ::testing::InitGoogleTest(&argc, argv);
+  const int rank = nodus_test::WorldRank();
+  if (rank != 0) {
+    ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new nodus_test::RankFailurePrinter(rank));
+  }
+  const int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  int anyFailed = 0;
+  MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return anyFailed ? 1 : 0;
+}

@@ -1,0 +1,281 @@
+// Multi-rank tests over shared memory: every rank a forked process. The parent
+// makes the unique id (nodusGetUniqueId), the children join with
+// nodusCommInitRank and report through exit status, stderr and a shared page;
+// the parent waits with a time limit and kills stragglers. After every test
+// /dev/shm must hold no nodus segment that was not there before.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "collective_check.h"
+#include "nodus/nodus.h"
+
+namespace nodus_test {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+using RankBody = std::function<void(nodusComm_t comm, int rank, int nranks, RankReport& report)>;
+
+// Parent side of one multi-process run.
+class ShmTest : public ::testing::Test {
+ protected:
+  void SetUp() override { before_ = NodusShmEntries(); }
+  void TearDown() override { ExpectNoShmLeft(); }
+
+  // No nodus segment in /dev/shm but those other processes had before the test.
+  void ExpectNoShmLeft() {
+    const std::string leaks = NodusShmLeaks(before_, milliseconds(3000));
+    EXPECT_TRUE(leaks.empty()) << leaks;
+  }
+
+  // Makes an id, forks `nranks` children that join with nodusCommInitRank over
+  // the shm transport and run body, then destroy their communicator. Waits up
+  // to `limit`; any child that did not exit 0 fails the test. Returns the
+  // children (reaped) for a closer look at their reports.
+  std::unique_ptr<ForkedRanks> Run(int nranks, milliseconds limit, const RankBody& body) {
+    nodusUniqueId id;
+    std::memset(&id, 0, sizeof id);
+    const nodusResult_t made = nodusGetUniqueId(&id);
+    EXPECT_EQ(made, nodusSuccess) << nodusGetLastError(nullptr);
+    auto ranks = std::make_unique<ForkedRanks>(nranks);
+    if (made != nodusSuccess) return ranks;
+    const bool started = ranks->Start([&](int rank, RankReport& report) {
+      setenv("NODUS_TRANSPORT", "shm", 1);
+      nodusComm_t comm = nullptr;
+      const nodusResult_t r = nodusCommInitRank(&comm, nranks, id, rank);
+      if (r != nodusSuccess) {
+        report.Fail("rank " + std::to_string(rank) + ": nodusCommInitRank returned " +
+                    ResultName(r) + ": " + nodusGetLastError(nullptr));
+        return 2;
+      }
+      body(comm, rank, nranks, report);
+      const nodusResult_t d = nodusCommDestroy(comm);
+      if (d != nodusSuccess)
+        report.Fail("rank " + std::to_string(rank) + ": nodusCommDestroy returned " + ResultName(d));
+      return report.failures ? 1 : 0;
+    });
+    EXPECT_TRUE(started);
+    ranks->Wait(limit);
+    const std::string failures = ranks->Failures();
+    EXPECT_TRUE(failures.empty()) << nranks << " forked ranks:\n" << failures;
+    return ranks;
+  }
+
+  // A fail function for scenarios: report the first few, count the rest.
+  static FailFn Reporter(RankReport& report) {
+    return [&report](const std::string& m) {
+      if (report.failures < 20) report.Fail(m);
+      else ++report.failures;
+    };
+  }
+
+  // Runs a scenario on every rank.
+  template <typename Scenario>
+  void RunScenario(int nranks, milliseconds limit, Scenario scenario) {
+    Run(nranks, limit, [&](nodusComm_t comm, int rank, int n, RankReport& report) {
+      scenario(comm, rank, n, Reporter(report));
+    });
+  }
+
+ private:
+  std::set<std::string> before_;
+};
+
+// Memory shared by the parent and its forked children (for counters).
+class SharedInts {
+ public:
+  explicit SharedInts(size_t n) : bytes_(std::max<size_t>(n, 1) * sizeof(int)) {
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) std::abort();
+    data_ = static_cast<int*>(p);
+    std::memset(data_, 0, bytes_);
+  }
+  ~SharedInts() { munmap(data_, bytes_); }
+  SharedInts(const SharedInts&) = delete;
+  SharedInts& operator=(const SharedInts&) = delete;
+  int* data() { return data_; }
+
+ private:
+  size_t bytes_;
+  int* data_;
+};
+
+// ---- The matrix ------------------------------------------------------------------
+
+class ShmMatrix : public ShmTest, public ::testing::WithParamInterface<int> {};
+
+// Every collective x type x op x placement x count on 1..4 processes; 5..8
+// processes run five types (every kind: 8-bit, 64-bit, fp16, bf16, fp32), one
+// op per type at the large count, to stay fast on two cores.
+TEST_P(ShmMatrix, EveryCollectiveTypeOpCountAndPlacement) {
+  const int n = GetParam();
+  MatrixOptions options;
+  options.seed += 100 + static_cast<uint64_t>(n);
+  if (n > 4) {
+    options.types = {nodusInt8, nodusUint64, nodusFloat16, nodusBfloat16, nodusFloat32};
+    options.counts = DefaultCounts(n);
+    options.counts.erase(std::remove(options.counts.begin(), options.counts.end(), size_t{7}),
+                         options.counts.end());
+    options.allOpsAtLargeCounts = false;
+  }
+  const std::vector<CheckCase> cases = MakeMatrix(n, options);
+  ASSERT_LE(cases.size(), RankReport::kMaxHashes);
+  auto ranks = Run(n, seconds(240), [&](nodusComm_t comm, int, int, RankReport& report) {
+    std::vector<uint64_t> hashes;
+    RunCasesOnRank(comm, cases, Reporter(report), &hashes);
+    for (uint64_t h : hashes) report.AddHash(h);
+  });
+  // Outputs that must agree across ranks, compared case by case.
+  size_t common = cases.size();
+  for (int r = 0; r < n; ++r) common = std::min(common, ranks->report(r).numHashes);
+  int differing = 0;
+  for (size_t i = 0; i < common; ++i) {
+    std::vector<uint64_t> hashes;
+    for (int r = 0; r < n; ++r) hashes.push_back(ranks->report(r).hashes[i]);
+    const std::string differ = CompareAcrossRanks(cases[i], hashes);
+    if (!differ.empty() && ++differing <= 20) ADD_FAILURE() << differ;
+  }
+  EXPECT_EQ(differing, 0) << "cases whose output differs across ranks";
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShmMatrix, ::testing::Range(1, 9),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + "ranks";
+                         });
+
+// ---- Communicator basics -----------------------------------------------------------
+
+TEST_F(ShmTest, CountAndRank) {
+  Run(3, seconds(60), [](nodusComm_t comm, int rank, int nranks, RankReport& report) {
+    int count = -1, me = -1;
+    if (nodusCommCount(comm, &count) != nodusSuccess || count != nranks)
+      report.Fail("nodusCommCount gave " + std::to_string(count));
+    if (nodusCommUserRank(comm, &me) != nodusSuccess || me != rank)
+      report.Fail("nodusCommUserRank gave " + std::to_string(me) + " on rank " + std::to_string(rank));
+  });
+}
+
+// Communicators come and go without leaving segments behind (TearDown checks).
+TEST_F(ShmTest, RepeatedInitAndDestroy) {
+  for (int i = 0; i < 4; ++i) {
+    const int n = 2 + i % 3;
+    Run(n, seconds(60), [i](nodusComm_t comm, int, int, RankReport& report) {
+      CheckCase c;
+      c.count = 4097;
+      c.seed = 77 + static_cast<uint64_t>(i);
+      const CheckOutcome o = RunCollectiveCheck(comm, c);
+      if (!o.ok()) report.Fail(o.failure);
+    });
+    ExpectNoShmLeft();
+  }
+}
+
+// Two communicators in the same processes, used alternately.
+TEST_F(ShmTest, TwoCommunicatorsInTheSameProcesses) {
+  nodusUniqueId second;
+  ASSERT_EQ(nodusGetUniqueId(&second), nodusSuccess) << nodusGetLastError(nullptr);
+  Run(3, seconds(60), [&](nodusComm_t comm, int rank, int nranks, RankReport& report) {
+    nodusComm_t other = nullptr;
+    const nodusResult_t r = nodusCommInitRank(&other, nranks, second, rank);
+    if (r != nodusSuccess) {
+      report.Fail(std::string("second nodusCommInitRank returned ") + ResultName(r) + ": " +
+                  nodusGetLastError(nullptr));
+      return;
+    }
+    for (int i = 0; i < 4; ++i) {
+      CheckCase c;
+      c.coll = i % 2 ? Coll::kReduceScatter : Coll::kAllReduce;
+      c.type = nodusInt32;
+      c.count = 3000 + static_cast<size_t>(i);
+      c.seed = 500 + static_cast<uint64_t>(i);
+      const CheckOutcome a = RunCollectiveCheck(i % 2 ? comm : other, c);
+      c.seed += 50;
+      const CheckOutcome b = RunCollectiveCheck(i % 2 ? other : comm, c);
+      if (!a.ok()) report.Fail(a.failure);
+      if (!b.ok()) report.Fail(b.failure);
+    }
+    nodusCommDestroy(other);
+  });
+}
+
+// ---- Non-blocking ------------------------------------------------------------------
+
+TEST_F(ShmTest, OutstandingRequestsCompleteInIssueOrder) {
+  for (int n : {2, 3}) RunScenario(n, seconds(120), IssueOrderScenario);
+}
+
+TEST_F(ShmTest, WaitingForTheLastRequestCompletesEarlierOnes) {
+  RunScenario(3, seconds(60), WaitLastScenario);
+}
+
+TEST_F(ShmTest, NonBlockingProgressesWithoutPolling) {
+  for (int n : {2, 4}) {
+    for (Coll coll : {Coll::kAllReduce, Coll::kAllGather, Coll::kBroadcast}) {
+      SCOPED_TRACE(CollName(coll));
+      RunScenario(n, seconds(60), [coll](nodusComm_t comm, int rank, int nranks, const FailFn& fail) {
+        BackgroundProgressScenario(comm, rank, nranks, coll, fail);
+      });
+    }
+  }
+}
+
+TEST_F(ShmTest, NonBlockingBarrierSendAndRecv) {
+  for (int n : {2, 3, 4}) {
+    SharedInts arrived(1);
+    RunScenario(n, seconds(60), [&](nodusComm_t comm, int rank, int nranks, const FailFn& fail) {
+      IbarrierIsendIrecvScenario(comm, rank, nranks, arrived.data(), fail);
+    });
+  }
+}
+
+// ---- Groups ------------------------------------------------------------------------
+
+TEST_F(ShmTest, GroupRingExchangeOfSendRecv) {
+  for (int n : {2, 3, 4}) {
+    const size_t count = size_t{4} << 20;  // 4M floats = 16 MiB per rank
+    RunScenario(n, seconds(120), [count](nodusComm_t comm, int rank, int nranks, const FailFn& fail) {
+      GroupRingScenario(comm, rank, nranks, count, fail);
+    });
+  }
+  RunScenario(6, seconds(60), [](nodusComm_t comm, int rank, int nranks, const FailFn& fail) {
+    GroupRingScenario(comm, rank, nranks, 100003, fail);
+  });
+}
+
+TEST_F(ShmTest, RequestsIssuedInAGroupAreCompleteAtGroupEnd) {
+  RunScenario(3, seconds(60), GroupRequestsScenario);
+}
+
+TEST_F(ShmTest, SeveralCollectivesInNestedGroups) {
+  for (int n : {2, 4}) RunScenario(n, seconds(60), NestedGroupsScenario);
+}
+
+// ---- Point-to-point and barrier ----------------------------------------------------
+
+TEST_F(ShmTest, SendRecvPairsMatchInIssueOrder) {
+  for (int n : {2, 3}) RunScenario(n, seconds(120), SendRecvPairsScenario);
+}
+
+TEST_F(ShmTest, BarrierWaitsForEveryRank) {
+  for (int n : {2, 5}) {
+    SharedInts arrived(kBarrierRounds);
+    RunScenario(n, seconds(60), [&](nodusComm_t comm, int rank, int nranks, const FailFn& fail) {
+      BarrierScenario(comm, rank, nranks, arrived.data(), fail);
+    });
+  }
+}
+
+}  // namespace
+}  // namespace nodus_test

@@ -1,0 +1,27 @@
+// The transport table: tried in order for each peer; one line per transport.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "transports/transport.h"
+
+namespace nodus {
+
+// What the communicator knows about two ranks when choosing a transport.
+struct PeerPlacement {
+  bool sameProcess = false;  // both are threads of one process (nodusCommInitAll)
+  bool sameHost = false;
+};
+
+struct TransportEntry {
+  const char* name;
+  // Whether this transport can connect two ranks placed like this.
+  bool (*reaches)(const PeerPlacement& where);
+  std::unique_ptr<Transport> (*make)();
+};
+
+std::span<const TransportEntry> transportTable();
+
+}  // namespace nodus

@@ -1,0 +1,177 @@
+#include "transports/shm/shm_transport.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "core/bootstrap.h"
+#include "core/log.h"
+#include "transports/slot_ring.h"
+
+namespace nodus {
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr const char* kPrefix = "nodus-";
+
+struct Mapping {
+  void* addr = nullptr;
+  size_t size = 0;
+  Mapping() = default;
+  Mapping(void* a, size_t s) : addr(a), size(s) {}
+  Mapping(Mapping&& o) noexcept : addr(o.addr), size(o.size) { o.addr = nullptr; }
+  Mapping& operator=(Mapping&&) = delete;
+  ~Mapping() { reset(nullptr, 0); }
+  void reset(void* a, size_t s) {
+    if (addr) munmap(addr, size);
+    addr = a;
+    size = s;
+  }
+  std::byte* bytes() const { return static_cast<std::byte*>(addr); }
+};
+
+struct SegmentInfo {
+  char name[64];
+  int32_t pid;
+  uint32_t pad;
+};
+
+class ShmTransport final : public Transport {
+ public:
+  const char* name() const override { return "shm"; }
+
+  ~ShmTransport() override {
+    if (!ownName_.empty()) shm_unlink(ownName_.c_str());  // error paths before the unlink below
+  }
+
+  Status connect(const ConnectRequest& req, Connections& out) override {
+    removeStaleShmSegments();
+    ringSize_ = ringBytes(req.slots, req.slotBytes);
+    const size_t size = kPage + static_cast<size_t>(req.nranks) * ringSize_;
+    std::vector<SegmentInfo> infos(req.nranks);
+    SegmentInfo& mine = infos[req.rank];
+    memset(&mine, 0, sizeof(mine));
+    mine.pid = getpid();
+    Status made = req.peers.empty() ? Status::ok() : create(size, &mine);
+    if (!made.isOk()) mine.name[0] = '\0';
+    // Exchange even on failure, so the others learn of it instead of waiting.
+    NODUS_TRY(req.bootstrap->allGather(infos.data(), sizeof(SegmentInfo)));
+    NODUS_TRY(made);
+    for (int peer : req.peers)
+      if (infos[peer].name[0] == '\0')
+        return makeError(nodusRemoteError, "rank %d could not create its shared memory", peer);
+
+    auto* bell = req.peers.empty() ? &localBell_ : reinterpret_cast<Doorbell*>(own_.bytes());
+    out.doorbell = bell;
+    out.send.resize(req.nranks);
+    out.recv.resize(req.nranks);
+    out.peerDoorbells.assign(req.nranks, nullptr);
+    pids_.assign(req.nranks, 0);
+    Status st = Status::ok();
+    for (int peer : req.peers) {
+      Mapping m;
+      st = attach(infos[peer].name, size, &m);
+      if (!st.isOk()) break;
+      auto* peerBell = reinterpret_cast<Doorbell*>(m.bytes());
+      void* outRing = m.bytes() + kPage + static_cast<size_t>(req.rank) * ringSize_;
+      void* inRing = own_.bytes() + kPage + static_cast<size_t>(peer) * ringSize_;
+      // Neighbours in rank order carry the ring algorithms' traffic: fault
+      // their pages in now rather than in the first collective.
+      if (peer == (req.rank + 1) % req.nranks) prefault(outRing, ringSize_, true);
+      out.send[peer] = std::make_unique<RingSender>(outRing, req.slots, req.slotBytes, peerBell);
+      out.recv[peer] = std::make_unique<RingReceiver>(inRing, req.slots, req.slotBytes, peerBell);
+      out.peerDoorbells[peer] = peerBell;
+      pids_[peer] = infos[peer].pid;
+      peers_.push_back(std::move(m));
+    }
+    // Once everyone has attached, the names are no longer needed: unlink
+    // them all (a peer may have died before unlinking its own).
+    Status synced = req.bootstrap->barrier();
+    if (!ownName_.empty()) {
+      shm_unlink(ownName_.c_str());
+      ownName_.clear();
+    }
+    for (int peer : req.peers) shm_unlink(infos[peer].name);
+    NODUS_TRY(st);
+    return synced;
+  }
+
+  Status checkPeer(int peer) override {
+    if (pids_[peer] > 0 && kill(pids_[peer], 0) != 0 && errno == ESRCH)
+      return makeError(nodusRemoteError, "rank %d (process %d on this host) died", peer, pids_[peer]);
+    return Status::ok();
+  }
+
+ private:
+  Status create(size_t size, SegmentInfo* info) {
+    uint64_t rnd[2] = {};
+    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) return systemError("getrandom");
+    snprintf(info->name, sizeof(info->name), "/%s%d-%016llx%016llx", kPrefix, static_cast<int>(getpid()),
+             static_cast<unsigned long long>(rnd[0]), static_cast<unsigned long long>(rnd[1]));
+    int fd = shm_open(info->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) return systemError("shm_open(%s)", info->name);
+    ownName_ = info->name;
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      Status s = systemError("ftruncate(%s, %zu)", info->name, size);
+      close(fd);
+      return s;
+    }
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return systemError("mmap(%s)", info->name);
+    own_.reset(p, size);
+    auto* bell = new (p) Doorbell();
+    bell->pid.store(getpid());
+    return Status::ok();
+  }
+
+  Status attach(const char* name, size_t size, Mapping* out) {
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) return systemError("shm_open(%s) of a peer", name);
+    struct stat st{};
+    if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != size) {
+      close(fd);
+      return makeError(nodusInvalidUsage, "shared memory %s has an unexpected size", name);
+    }
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return systemError("mmap(%s) of a peer", name);
+    out->reset(p, size);
+    return Status::ok();
+  }
+
+  size_t ringSize_ = 0;
+  Mapping own_;
+  std::string ownName_;
+  std::vector<Mapping> peers_;
+  std::vector<int32_t> pids_;
+  Doorbell localBell_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> makeShmTransport() { return std::make_unique<ShmTransport>(); }
+
+void removeStaleShmSegments() {
+  DIR* d = opendir("/dev/shm");
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    if (strncmp(e->d_name, kPrefix, strlen(kPrefix)) != 0) continue;
+    const int pid = atoi(e->d_name + strlen(kPrefix));
+    if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) {
+      std::string name = std::string("/") + e->d_name;
+      if (shm_unlink(name.c_str()) == 0) NODUS_INFO(-1, "removed stale shared memory %s of a dead process", name.c_str());
+    }
+  }
+  closedir(d);
+}
+
+}  // namespace nodus

@@ -1,0 +1,101 @@
+#include "transports/slot_ring.h"
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <ctime>
+
+namespace nodus {
+
+namespace {
+constexpr size_t kPage = 4096;
+size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+}  // namespace
+
+// ---- Doorbell ------------------------------------------------------------------
+
+void Doorbell::ring() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_relaxed) != 0) {
+    seq.fetch_add(1, std::memory_order_seq_cst);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&seq), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
+}
+
+void Doorbell::sleep(uint32_t expected, int64_t timeoutUs) {
+  timespec ts{static_cast<time_t>(timeoutUs / 1000000), static_cast<long>(timeoutUs % 1000000) * 1000};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&seq), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+// ---- Ring ----------------------------------------------------------------------
+
+size_t ringBytes(uint32_t slots, size_t slotBytes) {
+  return roundUp(sizeof(RingHeader), kPage) + static_cast<size_t>(slots) * roundUp(slotBytes, 64);
+}
+
+RingSender::RingSender(void* mem, uint32_t slots, size_t slotBytes, Doorbell* receiverBell)
+    : hdr_(static_cast<RingHeader*>(mem)),
+      data_(static_cast<std::byte*>(mem) + roundUp(sizeof(RingHeader), kPage)),
+      slots_(slots),
+      slotBytes_(roundUp(slotBytes, 64)),
+      peer_(receiverBell) {
+  head_ = hdr_->head.load(std::memory_order_relaxed);
+  cachedTail_ = hdr_->tail.load(std::memory_order_acquire);
+}
+
+std::byte* RingSender::tryAcquire() {
+  if (head_ - cachedTail_ >= slots_) {
+    cachedTail_ = hdr_->tail.load(std::memory_order_acquire);
+    if (head_ - cachedTail_ >= slots_) return nullptr;
+  }
+  return data_ + (head_ % slots_) * slotBytes_;
+}
+
+void RingSender::post(size_t bytes) {
+  hdr_->sizes[head_ % slots_] = bytes;
+  ++head_;
+  hdr_->head.store(head_, std::memory_order_release);
+  peer_->ring();
+}
+
+RingReceiver::RingReceiver(void* mem, uint32_t slots, size_t slotBytes, Doorbell* senderBell)
+    : hdr_(static_cast<RingHeader*>(mem)),
+      data_(static_cast<const std::byte*>(mem) + roundUp(sizeof(RingHeader), kPage)),
+      slots_(slots),
+      slotBytes_(roundUp(slotBytes, 64)),
+      peer_(senderBell) {
+  tail_ = hdr_->tail.load(std::memory_order_relaxed);
+  cachedHead_ = hdr_->head.load(std::memory_order_acquire);
+}
+
+const std::byte* RingReceiver::tryPeek(size_t* bytes) {
+  if (cachedHead_ == tail_) {
+    cachedHead_ = hdr_->head.load(std::memory_order_acquire);
+    if (cachedHead_ == tail_) return nullptr;
+  }
+  const size_t i = tail_ % slots_;
+  *bytes = hdr_->sizes[i];
+  return data_ + i * slotBytes_;
+}
+
+void RingReceiver::release() {
+  ++tail_;
+  hdr_->tail.store(tail_, std::memory_order_release);
+  peer_->ring();
+}
+
+void prefault(void* p, size_t bytes, bool write) {
+#ifdef MADV_POPULATE_WRITE
+  if (madvise(p, bytes, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) == 0) return;
+#endif
+  volatile char* c = static_cast<volatile char*>(p);
+  for (size_t off = 0; off < bytes; off += kPage) {
+    if (write) c[off] = c[off];
+    else (void)c[off];
+  }
+}
+
+}  // namespace nodus

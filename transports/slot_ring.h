@@ -1,0 +1,67 @@
+// SlotRing: the single-producer single-consumer FIFO of slots that both the
+// loopback and the shm transport use; only where its memory lives differs.
+//
+// Layout of one ring in memory (header, then `slots` slots of slotBytes):
+// head counts posted slots and is written by the sender only; tail counts
+// released slots and is written by the receiver only; each sits on its own
+// cache line so the two sides never write the same line.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "transports/doorbell.h"
+#include "transports/transport.h"
+
+namespace nodus {
+
+constexpr uint32_t kMaxSlots = 64;
+
+struct alignas(64) RingHeader {
+  alignas(64) std::atomic<uint64_t> head{0};
+  alignas(64) std::atomic<uint64_t> tail{0};
+  alignas(64) uint64_t sizes[kMaxSlots] = {};
+};
+
+// Bytes one ring occupies, header included; a multiple of the page size.
+size_t ringBytes(uint32_t slots, size_t slotBytes);
+
+// `mem` points at ringBytes() bytes shared by both sides.
+class RingSender final : public SendConnection {
+ public:
+  RingSender(void* mem, uint32_t slots, size_t slotBytes, Doorbell* receiverBell);
+  std::byte* tryAcquire() override;
+  void post(size_t bytes) override;
+  size_t slotBytes() const override { return slotBytes_; }
+
+ private:
+  RingHeader* hdr_;
+  std::byte* data_;
+  uint32_t slots_;
+  size_t slotBytes_;
+  Doorbell* peer_;
+  uint64_t head_ = 0;        // our copy: only we write head
+  uint64_t cachedTail_ = 0;  // last tail we read
+};
+
+class RingReceiver final : public RecvConnection {
+ public:
+  RingReceiver(void* mem, uint32_t slots, size_t slotBytes, Doorbell* senderBell);
+  const std::byte* tryPeek(size_t* bytes) override;
+  void release() override;
+
+ private:
+  RingHeader* hdr_;
+  const std::byte* data_;
+  uint32_t slots_;
+  size_t slotBytes_;
+  Doorbell* peer_;
+  uint64_t tail_ = 0;
+  uint64_t cachedHead_ = 0;
+};
+
+// Faults in the pages of [p, p+bytes) for this process (write: allocate too).
+void prefault(void* p, size_t bytes, bool write);
+
+}  // namespace nodus

@@ -1,0 +1,75 @@
+// Transport: how bytes move between two ranks. One small interface, so the
+// executor never knows which transport runs.
+//
+// A connection is one direction between one pair of ranks: a FIFO of
+// fixed-size slots. The sender acquires a free slot, fills it (the executor
+// may reduce straight into it) and posts it; the receiver peeks the oldest
+// posted slot, reads or reduces straight from it, and releases it. Both sides
+// are non-blocking: nullptr means "not now", and the executor waits on the
+// rank's Doorbell, which every post and release towards this rank rings.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "transports/doorbell.h"
+
+namespace nodus {
+
+class Bootstrap;
+
+class SendConnection {
+ public:
+  virtual ~SendConnection() = default;
+  // A writable slot of slotBytes(), or nullptr while all slots are in flight.
+  virtual std::byte* tryAcquire() = 0;
+  // Publishes the acquired slot holding `bytes` bytes.
+  virtual void post(size_t bytes) = 0;
+  virtual size_t slotBytes() const = 0;
+};
+
+class RecvConnection {
+ public:
+  virtual ~RecvConnection() = default;
+  // The oldest posted slot and its size, or nullptr if none is posted.
+  virtual const std::byte* tryPeek(size_t* bytes) = 0;
+  // Hands the peeked slot back to the sender.
+  virtual void release() = 0;
+};
+
+// What a communicator tells a transport when it connects ranks.
+struct ConnectRequest {
+  Bootstrap* bootstrap = nullptr;
+  int rank = 0;
+  int nranks = 0;
+  std::vector<int> peers;  // the ranks this transport must connect to (both directions)
+  size_t slotBytes = 0;
+  uint32_t slots = 0;
+};
+
+// Per-rank result of connecting: connections indexed by peer rank (null for
+// peers of other transports), the doorbell this rank waits on, and a way to
+// tell whether a peer is still alive.
+struct Connections {
+  std::vector<std::unique_ptr<SendConnection>> send;
+  std::vector<std::unique_ptr<RecvConnection>> recv;
+  Doorbell* doorbell = nullptr;          // this rank's
+  std::vector<Doorbell*> peerDoorbells;  // rung on abort; null for unconnected peers
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  // Collective over every rank of the communicator, even those with no peers
+  // for this transport (the exchange goes through the bootstrap).
+  virtual Status connect(const ConnectRequest& req, Connections& out) = 0;
+  // Whether `peer` (connected by this transport) is still alive; called
+  // while waiting, at most every few milliseconds.
+  virtual Status checkPeer(int peer) = 0;
+};
+
+}  // namespace nodus
