@@ -39,9 +39,11 @@ std::vector<std::unique_ptr<nodusComm>>& tombstones() {
 thread_local std::string tLastError;
 
 nodusResult_t fail(nodusComm_t comm, const Status& s) {
-  if (comm && comm->magic.load() == nodusComm::kLive) comm->impl->setLastError(s.message());
+  // A handle that is not live is never dereferenced beyond its magic.
+  if (comm && comm->magic.load() != nodusComm::kLive) comm = nullptr;
+  if (comm) comm->impl->setLastError(s.message());
   tLastError = s.message();
-  NODUS_INFO(comm && comm->magic.load() == nodusComm::kLive ? comm->impl->rank() : -1, "%s: %s",
+  NODUS_INFO(comm ? comm->impl->rank() : -1, "%s: %s",
              nodusGetErrorString(s.code()), s.message().c_str());
   return s.code();
 }
@@ -253,7 +255,7 @@ nodusResult_t nodusCommAbort(nodusComm_t comm) {
 nodusResult_t nodusCommCount(nodusComm_t comm, int* count) {
   Status s = checkComm(comm);
   if (s.isOk() && count == nullptr) s = makeError(nodusInvalidArgument, "count is NULL");
-  if (!s.isOk()) return fail(nullptr, s);
+  if (!s.isOk()) return fail(comm, s);
   *count = comm->impl->nranks();
   return nodusSuccess;
 }
@@ -261,7 +263,7 @@ nodusResult_t nodusCommCount(nodusComm_t comm, int* count) {
 nodusResult_t nodusCommUserRank(nodusComm_t comm, int* rank) {
   Status s = checkComm(comm);
   if (s.isOk() && rank == nullptr) s = makeError(nodusInvalidArgument, "rank is NULL");
-  if (!s.isOk()) return fail(nullptr, s);
+  if (!s.isOk()) return fail(comm, s);
   *rank = comm->impl->rank();
   return nodusSuccess;
 }

@@ -237,14 +237,12 @@ void Comm::abort() {
   cv_.notify_all();
 }
 
-Status Comm::checkPeers() {
-  for (int peer : peers_) {
-    Doorbell* d = conns_.peerDoorbells[peer];
-    if (d && d->aborted.load(std::memory_order_acquire))
-      return makeError(nodusRemoteError, "rank %d failed or aborted", peer);
-    NODUS_TRY(transport_->checkPeer(peer));
-  }
-  return Status::ok();
+Status Comm::checkPeer(int peer) {
+  if (peer < 0 || peer >= nranks_ || peer == rank_) return Status::ok();
+  Doorbell* d = conns_.peerDoorbells[peer];
+  if (d && d->aborted.load(std::memory_order_acquire))
+    return makeError(nodusRemoteError, "rank %d failed or aborted", peer);
+  return transport_->checkPeer(peer);
 }
 
 static Status usable(const Comm& c) {

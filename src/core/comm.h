@@ -74,7 +74,8 @@ class Comm {
   SendConnection* sendTo(int peer) { return conns_.send[peer].get(); }
   RecvConnection* recvFrom(int peer) { return conns_.recv[peer].get(); }
   Doorbell* doorbell() { return conns_.doorbell; }
-  Status checkPeers();
+  // Whether `peer` is alive and has not failed (checked only while waiting on it).
+  Status checkPeer(int peer);
   int64_t spin() const { return spin_; }
   // A few bytes Barrier reduces (operations of one communicator run one at a time).
   std::byte* barrierBuffer() { return barrierBuf_; }

@@ -1,0 +1,113 @@
+// The unique-id bootstrap: strangers that connect to the root without the
+// secret are refused and the job goes on; ranks that disagree fail cleanly.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "nodus/nodus.h"
+
+namespace {
+
+// The id's layout is private; the test only needs the root's address, which
+// sits after a 4-byte magic as IPv4 address then port, in network order.
+sockaddr_in rootAddress(const nodusUniqueId& id) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  memcpy(&a.sin_addr.s_addr, id.internal + 4, 4);
+  memcpy(&a.sin_port, id.internal + 8, 2);
+  return a;
+}
+
+// Connects to the root and sends `bytes`; returns whether the root closed
+// the connection on us (it must, for anything that is not a valid hello).
+bool strangerIsHungUpOn(const sockaddr_in& root, const std::vector<char>& bytes) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&root), sizeof(root)) != 0) {
+    close(fd);
+    return false;
+  }
+  if (!bytes.empty()) (void)!write(fd, bytes.data(), bytes.size());
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char c;
+  ssize_t n = read(fd, &c, 1);  // 0 or a reset: the root hung up (a timeout is EAGAIN)
+  const bool reset = n < 0 && errno == ECONNRESET;
+  close(fd);
+  return n == 0 || reset;
+}
+
+void initRanks(const nodusUniqueId& id, int n, std::vector<nodusResult_t>* results, std::vector<nodusComm_t>* comms) {
+  results->assign(n, nodusInternalError);
+  comms->assign(n, nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] { (*results)[r] = nodusCommInitRank(&(*comms)[r], n, id, r); });
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace
+
+TEST(Bootstrap, StrangersAreRefusedAndTheJobGoesOn) {
+  nodusUniqueId id;
+  ASSERT_EQ(nodusGetUniqueId(&id), nodusSuccess);
+  const sockaddr_in root = rootAddress(id);
+  // Garbage, a hello-sized block of zeros (wrong magic and secret), and a
+  // stranger that says nothing at all (hung up on after the hello timeout).
+  EXPECT_TRUE(strangerIsHungUpOn(root, std::vector<char>(7, 'x')));
+  EXPECT_TRUE(strangerIsHungUpOn(root, std::vector<char>(64, 0)));
+  std::vector<char> almost(64, 0);
+  const uint32_t helloMagic = 0x6e6f6448;
+  memcpy(almost.data(), &helloMagic, 4);  // right magic, wrong secret
+  EXPECT_TRUE(strangerIsHungUpOn(root, almost));
+
+  std::vector<nodusResult_t> results;
+  std::vector<nodusComm_t> comms;
+  initRanks(id, 3, &results, &comms);
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(results[r], nodusSuccess) << "rank " << r << ": " << nodusGetLastError(nullptr);
+  // And the job works.
+  std::vector<std::thread> threads;
+  std::vector<int> sums(3, 0);
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      int x = r + 1;
+      EXPECT_EQ(nodusAllReduce(&x, &sums[r], 1, nodusInt32, nodusSum, comms[r]), nodusSuccess);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(sums[r], 6);
+    EXPECT_EQ(nodusCommDestroy(comms[r]), nodusSuccess);
+  }
+}
+
+TEST(Bootstrap, RanksThatDisagreeOnTheSizeFailWithoutHanging) {
+  setenv("NODUS_TIMEOUT_MS", "2000", 1);
+  nodusUniqueId id;
+  ASSERT_EQ(nodusGetUniqueId(&id), nodusSuccess);
+  nodusResult_t a = nodusInternalError, b = nodusInternalError;
+  nodusComm_t ca = nullptr, cb = nullptr;
+  std::thread ta([&] { a = nodusCommInitRank(&ca, 2, id, 0); });
+  std::thread tb([&] { b = nodusCommInitRank(&cb, 3, id, 1); });
+  ta.join();
+  tb.join();
+  unsetenv("NODUS_TIMEOUT_MS");
+  EXPECT_NE(a, nodusSuccess);
+  EXPECT_NE(b, nodusSuccess);
+  EXPECT_EQ(ca, nullptr);
+  EXPECT_EQ(cb, nullptr);
+}
+
+TEST(Bootstrap, AnIdNotMadeByNodusIsRejectedAtOnce) {
+  nodusUniqueId id;
+  memset(&id, 0x5a, sizeof(id));
+  nodusComm_t c = nullptr;
+  EXPECT_EQ(nodusCommInitRank(&c, 2, id, 0), nodusInvalidArgument);
+  EXPECT_NE(std::string(nodusGetLastError(nullptr)).find("unique id"), std::string::npos) << nodusGetLastError(nullptr);
+}
