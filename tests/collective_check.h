@@ -22,7 +22,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-
 #include <sys/types.h>
 
 #include <chrono>
@@ -45,7 +44,7 @@ enum class Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce };
 inline constexpr Coll kAllColls[] = {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter,
                                      Coll::kBroadcast, Coll::kReduce};
 inline constexpr nodusDataType_t kAllTypes[] = {
-    nodusInt8,   nodusUint8,   nodusInt32,    nodusUint32,   nodusInt64,
+    nodusInt8,   nodusUint8,   nodusInt32,    nodusUint32,  nodusInt64,
     nodusUint64, nodusFloat16, nodusBfloat16, nodusFloat32, nodusFloat64};
 inline constexpr nodusRedOp_t kAllOps[] = {nodusSum, nodusProd, nodusMin, nodusMax, nodusAvg};
 
@@ -114,9 +113,7 @@ class CollectiveCheck {
     Region() = default;
     explicit Region(size_t bytes);
     unsigned char* data() { return bytes_ == npos ? nullptr : base() + kGuardBytes; }
-    const unsigned char* data() const {
-      return bytes_ == npos ? nullptr : base() + kGuardBytes;
-    }
+    const unsigned char* data() const { return bytes_ == npos ? nullptr : base() + kGuardBytes; }
     size_t bytes() const { return bytes_ == npos ? 0 : bytes_; }
     bool allocated() const { return bytes_ != npos; }
     // "" or where a guard byte was overwritten.

@@ -75,19 +75,29 @@ TEST(ErrorStrings, VersionMatchesTheHeader) {
 TEST_F(Errors, NullCommunicator) {
   nodusRequest_t q = nullptr;
   int x = 0;
-  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusAllReduce(a_, b_, 4, nodusFloat32, nodusSum, nullptr));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusAllGather(a_, b_, 4, nodusFloat32, nullptr));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusReduceScatter(a_, b_, 4, nodusFloat32, nodusSum, nullptr));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusBroadcast(a_, b_, 4, nodusFloat32, 0, nullptr));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusReduce(a_, b_, 4, nodusFloat32, nodusSum, 0, nullptr));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr,
+                    nodusAllReduce(a_, b_, 4, nodusFloat32, nodusSum, nullptr));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr,
+                    nodusAllGather(a_, b_, 4, nodusFloat32, nullptr));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr,
+                    nodusReduceScatter(a_, b_, 4, nodusFloat32, nodusSum, nullptr));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr,
+                    nodusBroadcast(a_, b_, 4, nodusFloat32, 0, nullptr));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr,
+                    nodusReduce(a_, b_, 4, nodusFloat32, nodusSum, 0, nullptr));
   EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusBarrier(nullptr));
   EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusSend(a_, 4, nodusFloat32, 0, nullptr));
   EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusRecv(b_, 4, nodusFloat32, 0, nullptr));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusIallReduce(a_, b_, 4, nodusFloat32, nodusSum, nullptr, &q));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusIallGather(a_, b_, 4, nodusFloat32, nullptr, &q));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusIreduceScatter(a_, b_, 4, nodusFloat32, nodusSum, nullptr, &q));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusIbroadcast(a_, b_, 4, nodusFloat32, 0, nullptr, &q));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusIreduce(a_, b_, 4, nodusFloat32, nodusSum, 0, nullptr, &q));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr,
+                    nodusIallReduce(a_, b_, 4, nodusFloat32, nodusSum, nullptr, &q));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr,
+                    nodusIallGather(a_, b_, 4, nodusFloat32, nullptr, &q));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr,
+                    nodusIreduceScatter(a_, b_, 4, nodusFloat32, nodusSum, nullptr, &q));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr,
+                    nodusIbroadcast(a_, b_, 4, nodusFloat32, 0, nullptr, &q));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr,
+                    nodusIreduce(a_, b_, 4, nodusFloat32, nodusSum, 0, nullptr, &q));
   EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusIbarrier(nullptr, &q));
   EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusIsend(a_, 4, nodusFloat32, 0, nullptr, &q));
   EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusIrecv(b_, 4, nodusFloat32, 0, nullptr, &q));
@@ -104,7 +114,8 @@ TEST_F(Errors, NullOutputPointers) {
   EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusTest(nullptr, &done));
   EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusWait(nullptr));
   // A null request pointer for a non-blocking call.
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIallReduce(a_, b_, 4, nodusFloat32, nodusSum, comm_, nullptr));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusIallReduce(a_, b_, 4, nodusFloat32, nodusSum, comm_, nullptr));
   EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIbarrier(comm_, nullptr));
   nodusRequest_t q = nullptr;
   ASSERT_EQ(nodusIallReduce(a_, b_, 4, nodusFloat32, nodusSum, comm_, &q), nodusSuccess);
@@ -115,26 +126,43 @@ TEST_F(Errors, NullOutputPointers) {
 
 TEST_F(Errors, NullBuffersWithNonZeroCount) {
   nodusRequest_t q = nullptr;
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllReduce(nullptr, b_, 4, nodusFloat32, nodusSum, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllReduce(a_, nullptr, 4, nodusFloat32, nodusSum, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllGather(nullptr, b_, 4, nodusFloat32, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllGather(a_, nullptr, 4, nodusFloat32, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusReduceScatter(nullptr, b_, 4, nodusFloat32, nodusSum, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusReduceScatter(a_, nullptr, 4, nodusFloat32, nodusSum, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusAllReduce(nullptr, b_, 4, nodusFloat32, nodusSum, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusAllReduce(a_, nullptr, 4, nodusFloat32, nodusSum, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusAllGather(nullptr, b_, 4, nodusFloat32, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusAllGather(a_, nullptr, 4, nodusFloat32, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusReduceScatter(nullptr, b_, 4, nodusFloat32, nodusSum, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusReduceScatter(a_, nullptr, 4, nodusFloat32, nodusSum, comm_));
   // At the root the send buffer of a Broadcast and the receive buffer of a Reduce are needed.
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusBroadcast(nullptr, b_, 4, nodusFloat32, 0, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusBroadcast(a_, nullptr, 4, nodusFloat32, 0, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusReduce(nullptr, b_, 4, nodusFloat32, nodusSum, 0, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusReduce(a_, nullptr, 4, nodusFloat32, nodusSum, 0, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIallReduce(nullptr, b_, 4, nodusFloat32, nodusSum, comm_, &q));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIallGather(a_, nullptr, 4, nodusFloat32, comm_, &q));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIreduceScatter(nullptr, b_, 4, nodusFloat32, nodusSum, comm_, &q));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIbroadcast(nullptr, b_, 4, nodusFloat32, 0, comm_, &q));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIreduce(a_, nullptr, 4, nodusFloat32, nodusSum, 0, comm_, &q));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusBroadcast(nullptr, b_, 4, nodusFloat32, 0, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusBroadcast(a_, nullptr, 4, nodusFloat32, 0, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusReduce(nullptr, b_, 4, nodusFloat32, nodusSum, 0, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusReduce(a_, nullptr, 4, nodusFloat32, nodusSum, 0, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusIallReduce(nullptr, b_, 4, nodusFloat32, nodusSum, comm_, &q));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusIallGather(a_, nullptr, 4, nodusFloat32, comm_, &q));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusIreduceScatter(nullptr, b_, 4, nodusFloat32, nodusSum, comm_, &q));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusIbroadcast(nullptr, b_, 4, nodusFloat32, 0, comm_, &q));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusIreduce(a_, nullptr, 4, nodusFloat32, nodusSum, 0, comm_, &q));
   EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusSend(nullptr, 4, nodusFloat32, 0, comm_));
   EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusRecv(nullptr, 4, nodusFloat32, 0, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIsend(nullptr, 4, nodusFloat32, 0, comm_, &q));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIrecv(nullptr, 4, nodusFloat32, 0, comm_, &q));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusIsend(nullptr, 4, nodusFloat32, 0, comm_, &q));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusIrecv(nullptr, 4, nodusFloat32, 0, comm_, &q));
   // The communicator still works afterwards.
   for (int i = 0; i < 4; ++i) a_[i] = static_cast<float>(i);
   EXPECT_EQ(nodusAllReduce(a_, b_, 4, nodusFloat32, nodusSum, comm_), nodusSuccess);
@@ -146,24 +174,33 @@ TEST_F(Errors, UnknownTypeAndOp) {
   for (int t : {42, static_cast<int>(nodusNumTypes), -1}) {
     SCOPED_TRACE("type " + std::to_string(t));
     const auto type = static_cast<nodusDataType_t>(t);
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllReduce(a_, b_, 4, type, nodusSum, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusAllReduce(a_, b_, 4, type, nodusSum, comm_));
     EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllGather(a_, b_, 4, type, comm_));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusReduceScatter(a_, b_, 4, type, nodusSum, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusReduceScatter(a_, b_, 4, type, nodusSum, comm_));
     EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusBroadcast(a_, b_, 4, type, 0, comm_));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusReduce(a_, b_, 4, type, nodusSum, 0, comm_));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIallReduce(a_, b_, 4, type, nodusSum, comm_, &q));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusReduce(a_, b_, 4, type, nodusSum, 0, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusIallReduce(a_, b_, 4, type, nodusSum, comm_, &q));
     EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusSend(a_, 4, type, 0, comm_));
     EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusRecv(b_, 4, type, 0, comm_));
     // Also with count 0: a bad type is bad whatever the count.
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllReduce(a_, b_, 0, type, nodusSum, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusAllReduce(a_, b_, 0, type, nodusSum, comm_));
   }
   for (int o : {42, static_cast<int>(nodusNumOps), -1}) {
     SCOPED_TRACE("op " + std::to_string(o));
     const auto op = static_cast<nodusRedOp_t>(o);
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllReduce(a_, b_, 4, nodusFloat32, op, comm_));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusReduceScatter(a_, b_, 4, nodusFloat32, op, comm_));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusReduce(a_, b_, 4, nodusFloat32, op, 0, comm_));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIreduce(a_, b_, 4, nodusFloat32, op, 0, comm_, &q));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusAllReduce(a_, b_, 4, nodusFloat32, op, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusReduceScatter(a_, b_, 4, nodusFloat32, op, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusReduce(a_, b_, 4, nodusFloat32, op, 0, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusIreduce(a_, b_, 4, nodusFloat32, op, 0, comm_, &q));
     EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllReduce(a_, b_, 0, nodusInt8, op, comm_));
   }
 }
@@ -173,12 +210,18 @@ TEST_F(Errors, CountOverflow) {
   for (size_t count : {SIZE_MAX, SIZE_MAX / 2, SIZE_MAX / 4 + 1}) {
     SCOPED_TRACE("count " + std::to_string(count));
     // count * sizeof(float) overflows size_t.
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllReduce(a_, b_, count, nodusFloat32, nodusSum, comm_));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllGather(a_, b_, count, nodusFloat32, comm_));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusReduceScatter(a_, b_, count, nodusFloat32, nodusSum, comm_));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusBroadcast(a_, b_, count, nodusFloat32, 0, comm_));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusReduce(a_, b_, count, nodusFloat32, nodusSum, 0, comm_));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIallReduce(a_, b_, count, nodusFloat32, nodusSum, comm_, &q));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusAllReduce(a_, b_, count, nodusFloat32, nodusSum, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusAllGather(a_, b_, count, nodusFloat32, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusReduceScatter(a_, b_, count, nodusFloat32, nodusSum, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusBroadcast(a_, b_, count, nodusFloat32, 0, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusReduce(a_, b_, count, nodusFloat32, nodusSum, 0, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusIallReduce(a_, b_, count, nodusFloat32, nodusSum, comm_, &q));
     EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusSend(a_, count, nodusFloat32, 0, comm_));
     EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusRecv(b_, count, nodusFloat32, 0, comm_));
   }
@@ -192,8 +235,10 @@ TEST(ErrorsTwoRanks, BlockCountOverflow) {
   ASSERT_EQ(nodusCommInitAll(comms, 2), nodusSuccess);
   float a[8] = {}, b[16] = {};
   const size_t count = SIZE_MAX / 8 + 1;  // * 4 bytes fits, * 2 ranks * 4 bytes does not
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[0], nodusAllGather(a, b, count, nodusFloat32, comms[0]));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[0], nodusReduceScatter(a, b, count, nodusFloat32, nodusSum, comms[0]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[0],
+                    nodusAllGather(a, b, count, nodusFloat32, comms[0]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[0],
+                    nodusReduceScatter(a, b, count, nodusFloat32, nodusSum, comms[0]));
   EXPECT_EQ(nodusCommDestroy(comms[0]), nodusSuccess);
   EXPECT_EQ(nodusCommDestroy(comms[1]), nodusSuccess);
 }
@@ -202,31 +247,45 @@ TEST_F(Errors, RootAndPeerOutOfRange) {
   nodusRequest_t q = nullptr;
   for (int bad : {-1, 1, 2, INT_MAX, INT_MIN}) {
     SCOPED_TRACE("rank " + std::to_string(bad));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusBroadcast(a_, b_, 4, nodusFloat32, bad, comm_));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusReduce(a_, b_, 4, nodusFloat32, nodusSum, bad, comm_));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIbroadcast(a_, b_, 4, nodusFloat32, bad, comm_, &q));
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIreduce(a_, b_, 4, nodusFloat32, nodusSum, bad, comm_, &q));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusBroadcast(a_, b_, 4, nodusFloat32, bad, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusReduce(a_, b_, 4, nodusFloat32, nodusSum, bad, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusIbroadcast(a_, b_, 4, nodusFloat32, bad, comm_, &q));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusIreduce(a_, b_, 4, nodusFloat32, nodusSum, bad, comm_, &q));
     EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusSend(a_, 4, nodusFloat32, bad, comm_));
     EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusRecv(b_, 4, nodusFloat32, bad, comm_));
     EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIsend(a_, 4, nodusFloat32, bad, comm_, &q));
     EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIrecv(b_, 4, nodusFloat32, bad, comm_, &q));
     // Bad roots are bad with count 0 too.
-    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusBroadcast(a_, b_, 0, nodusFloat32, bad, comm_));
+    EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                      nodusBroadcast(a_, b_, 0, nodusFloat32, bad, comm_));
   }
 }
 
 // Buffers that overlap other than in NCCL's in-place layouts are rejected.
 TEST_F(Errors, PartiallyOverlappingBuffers) {
   float* buf = a_;
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllReduce(buf, buf + 1, 8, nodusFloat32, nodusSum, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllReduce(buf + 1, buf, 8, nodusFloat32, nodusSum, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllReduce(buf, reinterpret_cast<char*>(buf) + 1, 8, nodusFloat32, nodusSum, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusAllGather(buf + 1, buf, 8, nodusFloat32, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusReduceScatter(buf, buf + 1, 8, nodusFloat32, nodusSum, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusBroadcast(buf, buf + 3, 8, nodusFloat32, 0, comm_));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusReduce(buf, buf + 7, 8, nodusFloat32, nodusSum, 0, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusAllReduce(buf, buf + 1, 8, nodusFloat32, nodusSum, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusAllReduce(buf + 1, buf, 8, nodusFloat32, nodusSum, comm_));
+  EXPECT_FAILS_WITH(
+      nodusInvalidArgument, comm_,
+      nodusAllReduce(buf, reinterpret_cast<char*>(buf) + 1, 8, nodusFloat32, nodusSum, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusAllGather(buf + 1, buf, 8, nodusFloat32, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusReduceScatter(buf, buf + 1, 8, nodusFloat32, nodusSum, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusBroadcast(buf, buf + 3, 8, nodusFloat32, 0, comm_));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusReduce(buf, buf + 7, 8, nodusFloat32, nodusSum, 0, comm_));
   nodusRequest_t q = nullptr;
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_, nodusIallReduce(buf, buf + 2, 8, nodusFloat32, nodusSum, comm_, &q));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comm_,
+                    nodusIallReduce(buf, buf + 2, 8, nodusFloat32, nodusSum, comm_, &q));
   // Adjacent (touching, not overlapping) and exactly in place are fine.
   for (int i = 0; i < 16; ++i) buf[i] = static_cast<float>(i);
   EXPECT_EQ(nodusAllReduce(buf, buf + 8, 8, nodusFloat32, nodusSum, comm_), nodusSuccess);
@@ -244,13 +303,18 @@ TEST(ErrorsTwoRanks, OverlapAtTheWrongInPlacePosition) {
   ASSERT_EQ(nodusCommInitAll(comms, 2), nodusSuccess);
   float buf[32] = {};
   // Rank 1's in-place AllGather send buffer is recvbuf + 1 * count, not recvbuf.
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1], nodusAllGather(buf, buf, 8, nodusFloat32, comms[1]));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1], nodusAllGather(buf + 4, buf, 8, nodusFloat32, comms[1]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1],
+                    nodusAllGather(buf, buf, 8, nodusFloat32, comms[1]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1],
+                    nodusAllGather(buf + 4, buf, 8, nodusFloat32, comms[1]));
   // Rank 1's in-place ReduceScatter receive buffer is sendbuf + 1 * recvcount.
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1], nodusReduceScatter(buf, buf, 8, nodusFloat32, nodusSum, comms[1]));
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[0], nodusReduceScatter(buf, buf + 8, 8, nodusFloat32, nodusSum, comms[0]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1],
+                    nodusReduceScatter(buf, buf, 8, nodusFloat32, nodusSum, comms[1]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[0],
+                    nodusReduceScatter(buf, buf + 8, 8, nodusFloat32, nodusSum, comms[0]));
   // Rank 0's in-place AllGather is sendbuf == recvbuf; recvbuf + count is rank 1's.
-  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[0], nodusAllGather(buf + 8, buf, 8, nodusFloat32, comms[0]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[0],
+                    nodusAllGather(buf + 8, buf, 8, nodusFloat32, comms[0]));
   EXPECT_EQ(nodusCommDestroy(comms[0]), nodusSuccess);
   EXPECT_EQ(nodusCommDestroy(comms[1]), nodusSuccess);
 }
@@ -293,7 +357,8 @@ TEST(ErrorsInit, GarbageUniqueIdFailsWithinTheTimeout) {
                                       : static_cast<char>(rng() & 0xFF);
     }
     for (int rank : {0, 1}) {
-      SCOPED_TRACE("garbage id variant " + std::to_string(variant) + ", rank " + std::to_string(rank));
+      SCOPED_TRACE("garbage id variant " + std::to_string(variant) + ", rank " +
+                   std::to_string(rank));
       nodusComm_t comm = nullptr;
       const auto start = Clock::now();
       const nodusResult_t r = nodusCommInitRank(&comm, 2, id, rank);
@@ -317,8 +382,10 @@ TEST(ErrorsLifetime, UseAfterDestroy) {
   int x = 0;
   nodusRequest_t q = nullptr;
   // The handle now names no communicator: the explanation is on this thread.
-  EXPECT_FAILS_WITH(nodusInvalidUsage, nullptr, nodusAllReduce(a, b, 4, nodusFloat32, nodusSum, comm));
-  EXPECT_FAILS_WITH(nodusInvalidUsage, nullptr, nodusIallReduce(a, b, 4, nodusFloat32, nodusSum, comm, &q));
+  EXPECT_FAILS_WITH(nodusInvalidUsage, nullptr,
+                    nodusAllReduce(a, b, 4, nodusFloat32, nodusSum, comm));
+  EXPECT_FAILS_WITH(nodusInvalidUsage, nullptr,
+                    nodusIallReduce(a, b, 4, nodusFloat32, nodusSum, comm, &q));
   EXPECT_FAILS_WITH(nodusInvalidUsage, nullptr, nodusBroadcast(a, b, 4, nodusFloat32, 0, comm));
   EXPECT_FAILS_WITH(nodusInvalidUsage, nullptr, nodusBarrier(comm));
   EXPECT_FAILS_WITH(nodusInvalidUsage, nullptr, nodusSend(a, 4, nodusFloat32, 0, comm));
@@ -331,7 +398,8 @@ TEST(ErrorsLifetime, UseAfterDestroy) {
   ASSERT_EQ(nodusCommInitAll(comms, 3), nodusSuccess);
   for (nodusComm_t c : comms) EXPECT_EQ(nodusCommDestroy(c), nodusSuccess);
   for (nodusComm_t c : comms)
-    EXPECT_FAILS_WITH(nodusInvalidUsage, nullptr, nodusAllReduce(a, b, 4, nodusFloat32, nodusSum, c));
+    EXPECT_FAILS_WITH(nodusInvalidUsage, nullptr,
+                      nodusAllReduce(a, b, 4, nodusFloat32, nodusSum, c));
 }
 
 TEST(ErrorsGroups, GroupEndWithoutStart) {
@@ -361,7 +429,8 @@ TEST(ErrorsPeers, AbsentRankTimesOut) {
         std::vector<float> in(100000, 1.0f), out(100000);
         const auto start = Clock::now();
         results[static_cast<size_t>(r)] =
-            nodusAllReduce(in.data(), out.data(), in.size(), nodusFloat32, nodusSum, comms[static_cast<size_t>(r)]);
+            nodusAllReduce(in.data(), out.data(), in.size(), nodusFloat32, nodusSum,
+                           comms[static_cast<size_t>(r)]);
         elapsed[static_cast<size_t>(r)] = MsSince(start);
       });
     }
@@ -374,7 +443,8 @@ TEST(ErrorsPeers, AbsentRankTimesOut) {
       sawTimeout = sawTimeout || res == nodusTimeout;
       EXPECT_STRNE(nodusGetLastError(comms[static_cast<size_t>(r)]), "");
       EXPECT_LE(elapsed[static_cast<size_t>(r)], kTimeoutMs + 5000);
-      EXPECT_GE(elapsed[static_cast<size_t>(r)], kTimeoutMs / 2) << "gave up long before the timeout";
+      EXPECT_GE(elapsed[static_cast<size_t>(r)], kTimeoutMs / 2)
+          << "gave up long before the timeout";
     }
     EXPECT_TRUE(sawTimeout) << "no rank reported nodusTimeout";
     for (nodusComm_t c : comms) EXPECT_EQ(nodusCommDestroy(c), nodusSuccess);
@@ -398,7 +468,8 @@ TEST(ErrorsPeers, AbortFromAnotherThread) {
   for (int r = 0; r < 2; ++r) {  // rank 2 never calls
     threads.emplace_back([&, r] {
       std::vector<float> in(1 << 20, 1.0f), out(1 << 20);
-      results[r] = nodusAllReduce(in.data(), out.data(), in.size(), nodusFloat32, nodusSum, comms[r]);
+      results[r] =
+          nodusAllReduce(in.data(), out.data(), in.size(), nodusFloat32, nodusSum, comms[r]);
       returnedAt[r] = MsSince(start);
     });
   }
@@ -406,7 +477,8 @@ TEST(ErrorsPeers, AbortFromAnotherThread) {
   EXPECT_EQ(nodusCommAbort(comms[0]), nodusSuccess);
   const long long abortedAt = MsSince(start);
   // Rank 0 returns nodusAborted promptly.
-  while (returnedAt[0] < 0 && MsSince(start) < abortedAt + 5000) std::this_thread::sleep_for(milliseconds(5));
+  while (returnedAt[0] < 0 && MsSince(start) < abortedAt + 5000)
+    std::this_thread::sleep_for(milliseconds(5));
   EXPECT_GE(returnedAt[0].load(), 0) << "rank 0 still blocked 5 s after nodusCommAbort";
   // Then release rank 1 (blocked on rank 0 and/or the absent rank 2).
   EXPECT_EQ(nodusCommAbort(comms[2]), nodusSuccess);
@@ -415,7 +487,8 @@ TEST(ErrorsPeers, AbortFromAnotherThread) {
   EXPECT_EQ(results[0], nodusAborted) << ResultName(results[0]);
   EXPECT_STRNE(nodusGetLastError(comms[0]), "");
   EXPECT_EQ(results[1], nodusRemoteError) << ResultName(results[1]);
-  EXPECT_LE(returnedAt[1].load(), secondAbortAt + 5000) << "rank 1 was released by the timeout, not the aborts";
+  EXPECT_LE(returnedAt[1].load(), secondAbortAt + 5000)
+      << "rank 1 was released by the timeout, not the aborts";
   for (nodusComm_t c : comms) EXPECT_EQ(nodusCommDestroy(c), nodusSuccess);
 }
 
@@ -427,8 +500,9 @@ TEST(ErrorsPeers, AbortEndsQueuedRequests) {
   std::vector<std::vector<float>> bufs(4, std::vector<float>(1 << 16, 1.0f));
   nodusRequest_t q[4] = {};
   for (int i = 0; i < 4; ++i) {  // rank 1 never joins
-    ASSERT_EQ(nodusIallReduce(bufs[static_cast<size_t>(i)].data(), bufs[static_cast<size_t>(i)].data(),
-                              bufs[static_cast<size_t>(i)].size(), nodusFloat32, nodusSum, comms[0], &q[i]),
+    ASSERT_EQ(nodusIallReduce(
+                  bufs[static_cast<size_t>(i)].data(), bufs[static_cast<size_t>(i)].data(),
+                  bufs[static_cast<size_t>(i)].size(), nodusFloat32, nodusSum, comms[0], &q[i]),
               nodusSuccess);
   }
   std::this_thread::sleep_for(milliseconds(100));
@@ -459,7 +533,8 @@ TEST(ErrorsPeers, AbortOfAnIdleRankReleasesItsPeers) {
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       std::vector<double> in(100000, 2.0), out(100000);
-      results[r] = nodusAllReduce(in.data(), out.data(), in.size(), nodusFloat64, nodusMax, comms[r]);
+      results[r] =
+          nodusAllReduce(in.data(), out.data(), in.size(), nodusFloat64, nodusMax, comms[r]);
       elapsed[r] = MsSince(start);
     });
   }
@@ -469,7 +544,8 @@ TEST(ErrorsPeers, AbortOfAnIdleRankReleasesItsPeers) {
   bool sawRemote = false;
   for (int r = 0; r < 2; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
-    EXPECT_TRUE(results[r] == nodusRemoteError || results[r] == nodusTimeout) << ResultName(results[r]);
+    EXPECT_TRUE(results[r] == nodusRemoteError || results[r] == nodusTimeout)
+        << ResultName(results[r]);
     EXPECT_LE(elapsed[r], kTimeoutMs + 5000);
     if (results[r] == nodusRemoteError) {
       sawRemote = true;
@@ -512,7 +588,8 @@ void RunVictimScenario(bool kill) {
     nodusComm_t comm = nullptr;
     nodusResult_t r = nodusCommInitRank(&comm, 3, id, rank);
     if (r != nodusSuccess) {
-      report.Fail(std::string("nodusCommInitRank returned ") + ResultName(r) + ": " + nodusGetLastError(nullptr));
+      report.Fail(std::string("nodusCommInitRank returned ") + ResultName(r) + ": " +
+                  nodusGetLastError(nullptr));
       return 2;
     }
     r = nodusBarrier(comm);
@@ -544,9 +621,11 @@ void RunVictimScenario(bool kill) {
     report.values[kResult] = r;
     report.values[kElapsedMs] = ms;
     if (r != nodusRemoteError && r != nodusTimeout)
-      report.Fail(std::string("AllReduce with a ") + (kill ? "killed" : "absent") + " peer returned " +
-                  ResultName(r) + " (expected nodusRemoteError or nodusTimeout)");
-    if (r != nodusSuccess && nodusGetLastError(comm)[0] == '\0') report.Fail("no nodusGetLastError text");
+      report.Fail(std::string("AllReduce with a ") + (kill ? "killed" : "absent") +
+                  " peer returned " + ResultName(r) +
+                  " (expected nodusRemoteError or nodusTimeout)");
+    if (r != nodusSuccess && nodusGetLastError(comm)[0] == '\0')
+      report.Fail("no nodusGetLastError text");
     if (ms > kShmTimeoutMs + 5000)
       report.Fail("AllReduce returned only after " + std::to_string(ms) + " ms (timeout " +
                   std::to_string(kShmTimeoutMs) + " ms)");
@@ -565,8 +644,10 @@ void RunVictimScenario(bool kill) {
                  ResultName(static_cast<nodusResult_t>(ranks.report(r).values[kResult])),
                  static_cast<long long>(ranks.report(r).values[kElapsedMs]));
   }
-  if (kill) EXPECT_EQ(ranks.termSignal(kVictim), SIGKILL) << ranks.Describe(kVictim);
-  else EXPECT_EQ(ranks.exitStatus(kVictim), 0) << ranks.Describe(kVictim);
+  if (kill)
+    EXPECT_EQ(ranks.termSignal(kVictim), SIGKILL) << ranks.Describe(kVictim);
+  else
+    EXPECT_EQ(ranks.exitStatus(kVictim), 0) << ranks.Describe(kVictim);
 }
 
 TEST_F(ErrorsShm, RankKilledMidCollective) { RunVictimScenario(true); }
@@ -591,7 +672,8 @@ TEST_F(ErrorsShm, RankKilledBeforeInit) {
       report.Fail("nodusCommInitRank succeeded without rank 2");
       nodusCommDestroy(comm);
     }
-    if (ms > kShmTimeoutMs + 5000) report.Fail("nodusCommInitRank failed only after " + std::to_string(ms) + " ms");
+    if (ms > kShmTimeoutMs + 5000)
+      report.Fail("nodusCommInitRank failed only after " + std::to_string(ms) + " ms");
     return report.failures ? 1 : 0;
   }));
   ranks.Wait(seconds(90));

@@ -28,7 +28,8 @@ class LoopbackComms {
  public:
   explicit LoopbackComms(int nranks) : comms_(static_cast<size_t>(nranks), nullptr) {
     const nodusResult_t r = nodusCommInitAll(comms_.data(), nranks);
-    EXPECT_EQ(r, nodusSuccess) << "nodusCommInitAll(" << nranks << "): " << nodusGetLastError(nullptr);
+    EXPECT_EQ(r, nodusSuccess) << "nodusCommInitAll(" << nranks
+                               << "): " << nodusGetLastError(nullptr);
     if (r != nodusSuccess) comms_.clear();
   }
   ~LoopbackComms() {
@@ -121,6 +122,8 @@ class LoopbackMatrix : public ::testing::TestWithParam<int> {};
 TEST_P(LoopbackMatrix, EveryCollectiveTypeOpCountAndPlacement) {
   const int n = GetParam();
   Watchdog watchdog("loopback matrix with " + std::to_string(n) + " ranks", seconds(240));
+  // A deadlock becomes a prompt, located error rather than a watchdog exit.
+  ScopedEnv timeout("NODUS_TIMEOUT_MS", "60000");
   LoopbackComms comms(n);
   ASSERT_TRUE(comms.ok());
   MatrixOptions options;
@@ -203,8 +206,8 @@ TEST(Loopback, TwoCommunicatorsInterleaved) {
 // ---- Algorithms and pipelining forced ------------------------------------------------
 
 struct Forced {
-  const char* name;   // test name suffix
-  const char* algo;   // NODUS_ALGO, or null
+  const char* name;       // test name suffix
+  const char* algo;       // NODUS_ALGO, or null
   const char* slotBytes;  // NODUS_SLOT_BYTES, or null
   const char* slots;      // NODUS_SLOTS, or null
   std::vector<Coll> colls;
@@ -214,7 +217,11 @@ const Forced& ForcedSetting(int which) {
   static const Forced kForced[] = {
       // Algorithms forced outside the sizes the automatic choice gives them
       // (chain is the only Broadcast/Reduce algorithm: nothing to force).
-      {"ring", "ring", nullptr, nullptr, {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
+      {"ring",
+       "ring",
+       nullptr,
+       nullptr,
+       {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
       {"direct", "direct", nullptr, nullptr, {Coll::kAllReduce}},
       // Tiny slots: even small counts pipeline through many slices, and
       // senders wait for slots all the time.
@@ -231,6 +238,8 @@ TEST_P(LoopbackForced, ReducedMatrix) {
   const Forced& f = ForcedSetting(which);
   Watchdog watchdog(std::string("forced setting ") + f.name, seconds(240));
   std::vector<std::unique_ptr<ScopedEnv>> env;
+  // A deadlock becomes a prompt, located error rather than a watchdog exit.
+  env.push_back(std::make_unique<ScopedEnv>("NODUS_TIMEOUT_MS", "20000"));
   if (f.algo) env.push_back(std::make_unique<ScopedEnv>("NODUS_ALGO", f.algo));
   if (f.slotBytes) env.push_back(std::make_unique<ScopedEnv>("NODUS_SLOT_BYTES", f.slotBytes));
   if (f.slots) env.push_back(std::make_unique<ScopedEnv>("NODUS_SLOTS", f.slots));
@@ -263,9 +272,8 @@ void RunScenario(int n, Scenario scenario) {
   LoopbackComms comms(n);
   ASSERT_TRUE(comms.ok());
   FailureLog log;
-  OnEveryRank(n, [&](int r) {
-    scenario(comms[r], r, n, [&](const std::string& m) { log.Add(m); });
-  });
+  OnEveryRank(n,
+              [&](int r) { scenario(comms[r], r, n, [&](const std::string& m) { log.Add(m); }); });
   log.Report();
 }
 

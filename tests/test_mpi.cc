@@ -93,7 +93,8 @@ TEST_F(Mpi, EveryCollectiveTypeOpCountAndPlacement) {
   int differing = 0;
   for (size_t i = 0; i < common; ++i) {
     std::vector<uint64_t> byRank;
-    for (int r = 0; r < nranks_; ++r) byRank.push_back(all[static_cast<size_t>(r) * hashes.size() + i]);
+    for (int r = 0; r < nranks_; ++r)
+      byRank.push_back(all[static_cast<size_t>(r) * hashes.size() + i]);
     const std::string differ = CompareAcrossRanks(cases[i], byRank);
     if (!differ.empty() && ++differing <= 20) ADD_FAILURE() << differ;
   }
@@ -112,16 +113,17 @@ TEST_F(Mpi, AllReduceAgreesWithMpiAllreduce) {
     MPI_Op mpiOp;
   };
   const Combo combos[] = {
-      {nodusInt32, nodusSum, MPI_INT32_T, MPI_SUM},     {nodusInt32, nodusProd, MPI_INT32_T, MPI_PROD},
-      {nodusInt32, nodusMin, MPI_INT32_T, MPI_MIN},     {nodusUint64, nodusMax, MPI_UINT64_T, MPI_MAX},
-      {nodusInt8, nodusSum, MPI_INT8_T, MPI_SUM},       {nodusFloat32, nodusSum, MPI_FLOAT, MPI_SUM},
-      {nodusFloat64, nodusMin, MPI_DOUBLE, MPI_MIN},    {nodusUint8, nodusProd, MPI_UINT8_T, MPI_PROD},
+      {nodusInt32, nodusSum, MPI_INT32_T, MPI_SUM},  {nodusInt32, nodusProd, MPI_INT32_T, MPI_PROD},
+      {nodusInt32, nodusMin, MPI_INT32_T, MPI_MIN},  {nodusUint64, nodusMax, MPI_UINT64_T, MPI_MAX},
+      {nodusInt8, nodusSum, MPI_INT8_T, MPI_SUM},    {nodusFloat32, nodusSum, MPI_FLOAT, MPI_SUM},
+      {nodusFloat64, nodusMin, MPI_DOUBLE, MPI_MIN}, {nodusUint8, nodusProd, MPI_UINT8_T, MPI_PROD},
   };
   for (const Combo& combo : combos) {
     const size_t es = TypeSize(combo.type);
     std::vector<unsigned char> in(count * es), ours(count * es), theirs(count * es);
     for (size_t i = 0; i < count; ++i) {
-      const int64_t v = static_cast<int64_t>((i * 2654435761u + static_cast<size_t>(rank_) * 40503u) % 17) - 8;
+      const int64_t v =
+          static_cast<int64_t>((i * 2654435761u + static_cast<size_t>(rank_) * 40503u) % 17) - 8;
       switch (combo.type) {
         case nodusFloat32: {
           const float f = static_cast<float>(v);
@@ -133,6 +135,14 @@ TEST_F(Mpi, AllReduceAgreesWithMpiAllreduce) {
           std::memcpy(&in[i * es], &d, es);
           break;
         }
+        case nodusInt8:
+        case nodusUint8: {
+          // No 8-bit overflow: some MPI builds saturate 8-bit sums (Open MPI's
+          // AVX op component) where nodus, like C, wraps.
+          const int8_t b = static_cast<int8_t>(combo.op == nodusProd ? 1 + (v & 1) : v);
+          std::memcpy(&in[i * es], &b, es);
+          break;
+        }
         default: {
           const uint64_t u = static_cast<uint64_t>(v * 977 + rank_ * 131);
           std::memcpy(&in[i * es], &u, es);  // little-endian: the low bytes
@@ -140,23 +150,34 @@ TEST_F(Mpi, AllReduceAgreesWithMpiAllreduce) {
         }
       }
     }
-    const nodusResult_t r = nodusAllReduce(in.data(), ours.data(), count, combo.type, combo.op, comm_);
+    const nodusResult_t r =
+        nodusAllReduce(in.data(), ours.data(), count, combo.type, combo.op, comm_);
     ASSERT_EQ(r, nodusSuccess) << nodusGetLastError(comm_);
-    MPI_Allreduce(in.data(), theirs.data(), static_cast<int>(count), combo.mpiType, combo.mpiOp, MPI_COMM_WORLD);
+    MPI_Allreduce(in.data(), theirs.data(), static_cast<int>(count), combo.mpiType, combo.mpiOp,
+                  MPI_COMM_WORLD);
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < count; ++i) {
       if (std::memcmp(&ours[i * es], &theirs[i * es], es) != 0 && bad++ == 0) first = i;
     }
+    uint64_t oursFirst = 0, theirsFirst = 0;
+    std::memcpy(&oursFirst, &ours[first * es], es);
+    std::memcpy(&theirsFirst, &theirs[first * es], es);
     EXPECT_EQ(bad, 0u) << TypeName(combo.type) << " " << OpName(combo.op) << ": differs from "
-                       << "MPI_Allreduce at " << bad << " element(s), first index " << first;
+                       << "MPI_Allreduce at " << bad << " element(s), first index " << first
+                       << " (bytes: nodus 0x" << std::hex << oursFirst << ", MPI 0x" << theirsFirst
+                       << std::dec << ")";
   }
 }
 
 // ---- Non-blocking ------------------------------------------------------------------
 
-TEST_F(Mpi, OutstandingRequestsCompleteInIssueOrder) { IssueOrderScenario(comm_, rank_, nranks_, Fail()); }
+TEST_F(Mpi, OutstandingRequestsCompleteInIssueOrder) {
+  IssueOrderScenario(comm_, rank_, nranks_, Fail());
+}
 
-TEST_F(Mpi, WaitingForTheLastRequestCompletesEarlierOnes) { WaitLastScenario(comm_, rank_, nranks_, Fail()); }
+TEST_F(Mpi, WaitingForTheLastRequestCompletesEarlierOnes) {
+  WaitLastScenario(comm_, rank_, nranks_, Fail());
+}
 
 TEST_F(Mpi, NonBlockingProgressesWithoutPolling) {
   for (Coll coll : {Coll::kAllReduce, Coll::kAllGather, Coll::kBroadcast}) {
@@ -213,13 +234,19 @@ TEST_F(Mpi, GroupRingExchangeOfSendRecv) {
   GroupRingScenario(comm_, rank_, nranks_, 1, Fail());
 }
 
-TEST_F(Mpi, RequestsIssuedInAGroupAreCompleteAtGroupEnd) { GroupRequestsScenario(comm_, rank_, nranks_, Fail()); }
+TEST_F(Mpi, RequestsIssuedInAGroupAreCompleteAtGroupEnd) {
+  GroupRequestsScenario(comm_, rank_, nranks_, Fail());
+}
 
-TEST_F(Mpi, SeveralCollectivesInNestedGroups) { NestedGroupsScenario(comm_, rank_, nranks_, Fail()); }
+TEST_F(Mpi, SeveralCollectivesInNestedGroups) {
+  NestedGroupsScenario(comm_, rank_, nranks_, Fail());
+}
 
 // ---- Point-to-point and barrier ----------------------------------------------------
 
-TEST_F(Mpi, SendRecvPairsMatchInIssueOrder) { SendRecvPairsScenario(comm_, rank_, nranks_, Fail()); }
+TEST_F(Mpi, SendRecvPairsMatchInIssueOrder) {
+  SendRecvPairsScenario(comm_, rank_, nranks_, Fail());
+}
 
 TEST_F(Mpi, BarrierWaitsForEveryRank) {
   SharedCounters arrived(kBarrierRounds);
