@@ -111,3 +111,20 @@ TEST(Bootstrap, AnIdNotMadeByNodusIsRejectedAtOnce) {
   EXPECT_EQ(nodusCommInitRank(&c, 2, id, 0), nodusInvalidArgument);
   EXPECT_NE(std::string(nodusGetLastError(nullptr)).find("unique id"), std::string::npos) << nodusGetLastError(nullptr);
 }
+
+TEST(Parameters, ImpossibleValuesAreRejectedAtInit) {
+  struct Case {
+    const char* name;
+    const char* value;
+  } cases[] = {{"NODUS_SLOTS", "1"}, {"NODUS_SLOTS", "65"}, {"NODUS_SLOT_BYTES", "8"},
+               {"NODUS_TIMEOUT_MS", "0"}, {"NODUS_ALGO", "nosuch"}, {"NODUS_TRANSPORT", "carrier-pigeon"}};
+  for (const Case& c : cases) {
+    setenv(c.name, c.value, 1);
+    nodusComm_t comms[2] = {nullptr, nullptr};
+    nodusResult_t r = nodusCommInitAll(comms, 2);
+    unsetenv(c.name);
+    EXPECT_EQ(r, nodusInvalidArgument) << c.name << "=" << c.value;
+    EXPECT_NE(std::string(nodusGetLastError(nullptr)).find(c.name), std::string::npos)
+        << c.name << "=" << c.value << ": " << nodusGetLastError(nullptr);
+  }
+}

@@ -26,16 +26,6 @@
 #include "core/dtype.h"
 #include "kernels/reduce.h"
 
-// The baseline variants, defined in src/kernels/reduce.cc next to the
-// dispatched entry points (not part of the header: tests only).
-namespace nodus::detail {
-void reducePortable(nodusDataType_t type, nodusRedOp_t op, void* dst, const void* a, const void* b,
-                    size_t n);
-void reduceAvgFinalPortable(nodusDataType_t type, void* dst, const void* a, const void* b, size_t n,
-                            int divisor);
-void scaleAvgPortable(nodusDataType_t type, void* dst, const void* src, size_t n, int divisor);
-bool kernelsUseAvx2();
-}  // namespace nodus::detail
 
 namespace {
 

@@ -226,7 +226,7 @@ const Forced& ForcedSetting(int which) {
       // Tiny slots: even small counts pipeline through many slices, and
       // senders wait for slots all the time.
       {"slots4k", nullptr, "4096", "2", {}},
-      {"slots1", nullptr, "1024", "1", {}},
+      {"slots1k", nullptr, "1024", "2", {}},
   };
   return kForced[which];
 }

@@ -12,10 +12,12 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -284,7 +286,17 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new nodus_test::RankFailurePrinter(rank));
   }
-  const int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  const std::set<std::string> shmBefore = nodus_test::NodusShmEntries();
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  // Every rank has destroyed its communicators: no nodus segment may be left.
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    const std::string leaks = nodus_test::NodusShmLeaks(shmBefore, std::chrono::milliseconds(3000));
+    if (!leaks.empty()) {
+      std::fprintf(stderr, "after all tests: %s\n", leaks.c_str());
+      failed = 1;
+    }
+  }
   int anyFailed = 0;
   MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();

@@ -141,6 +141,12 @@ TEST(Verifier, RejectsBrokenPlans) {
   s = verifyPlans(two, ctx, cross);
   EXPECT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("deadlock"), std::string::npos) << s.message();
+
+  // Why NODUS_SLOTS must be at least 2: with one slot a ring deadlocks.
+  PlanContext one = ctx;
+  one.slots = 1;
+  s = verifyAlgorithm(*ring, VerifyCase{Collective::AllReduce, 3, 30, 0, false, 4}, one);
+  EXPECT_NE(s.message().find("deadlock"), std::string::npos) << s.message();
 }
 
 TEST(Algorithms, ChooserHonoursForcedAndRejectsUnknown) {

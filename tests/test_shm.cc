@@ -153,6 +153,59 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ShmMatrix, ::testing::Range(1, 9),
                            return std::to_string(info.param) + "ranks";
                          });
 
+// Algorithms forced outside the sizes the automatic choice gives them, and
+// tiny slots (many slices, senders always waiting for the receiver), over shm.
+struct ShmSetting {
+  const char* name;
+  const char* variable;
+  const char* value;
+  std::vector<Coll> colls;
+};
+
+const ShmSetting& ShmSettingAt(int which) {
+  static const ShmSetting kSettings[] = {
+      {"ring", "NODUS_ALGO", "ring", {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
+      {"direct", "NODUS_ALGO", "direct", {Coll::kAllReduce}},
+      {"slots4k", "NODUS_SLOT_BYTES", "4096", {}},
+  };
+  return kSettings[which];
+}
+
+class ShmForced : public ShmTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(ShmForced, ReducedMatrix) {
+  const ShmSetting& setting = ShmSettingAt(GetParam());
+  const int n = 3;
+  ScopedEnv forced(setting.variable, setting.value);
+  ScopedEnv slots("NODUS_SLOTS", "2");
+  ScopedEnv timeout("NODUS_TIMEOUT_MS", "20000");
+  MatrixOptions options;
+  options.colls = setting.colls;
+  options.types = {nodusInt8, nodusUint32, nodusFloat16, nodusBfloat16, nodusFloat64};
+  options.counts = {0, 1, 7, 4099, 100003};
+  options.allOpsAtLargeCounts = false;
+  options.seed += 2000 + static_cast<uint64_t>(GetParam());
+  const std::vector<CheckCase> cases = MakeMatrix(n, options);
+  auto ranks = Run(n, seconds(240), [&](nodusComm_t comm, int, int, RankReport& report) {
+    std::vector<uint64_t> hashes;
+    RunCasesOnRank(comm, cases, Reporter(report), &hashes);
+    for (uint64_t h : hashes) report.AddHash(h);
+  });
+  size_t common = cases.size();
+  for (int r = 0; r < n; ++r) common = std::min(common, ranks->report(r).numHashes);
+  for (size_t i = 0; i < common; ++i) {
+    std::vector<uint64_t> hashes;
+    for (int r = 0; r < n; ++r) hashes.push_back(ranks->report(r).hashes[i]);
+    const std::string differ = CompareAcrossRanks(cases[i], hashes);
+    EXPECT_TRUE(differ.empty()) << setting.name << ": " << differ;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Settings, ShmForced, ::testing::Range(0, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(ShmSettingAt(info.param).name);
+                         });
+
 // ---- Communicator basics -----------------------------------------------------------
 
 TEST_F(ShmTest, CountAndRank) {

@@ -100,7 +100,10 @@ void rootMain(Fd listenFd, std::array<uint8_t, kSecretBytes> secret, std::chrono
     sockaddr_in from{};
     Status s = acceptOne(listenFd.get(), deadline, &fd, &from);
     if (!s.isOk()) {
-      NODUS_WARN(-1, "bootstrap root: %d of %d ranks joined before the timeout; giving up", joined, nranks);
+      if (nranks < 0)
+        NODUS_WARN(-1, "bootstrap root: no rank joined before the timeout; giving up");
+      else
+        NODUS_WARN(-1, "bootstrap root: %d of %d ranks joined before the timeout; giving up", joined, nranks);
       return;
     }
     Hello h{};

@@ -24,7 +24,7 @@ constexpr ParamInfo kParams[] = {
      "Force one algorithm for every collective that it supports (ring, direct, chain)."},
     {"NODUS_SLOT_BYTES", ParamType::Int, "524288",
      "Bytes per transport slot; also the pipelining slice size. Same on every rank."},
-    {"NODUS_SLOTS", ParamType::Int, "8", "Slots per connection (slices in flight per peer pair)."},
+    {"NODUS_SLOTS", ParamType::Int, "8", "Slots per connection (slices in flight per peer pair), 2 to 64."},
     {"NODUS_SPIN", ParamType::Int, "20000",
      "Polls before a waiting rank yields the core; 0 when ranks outnumber cores."},
     {"NODUS_HOSTID", ParamType::String, "",

@@ -28,4 +28,15 @@ uint16_t floatToHalf(float f);
 float bfloat16ToFloat(uint16_t b);
 uint16_t floatToBfloat16(float f);
 
+// The portable (SSE2 baseline) variants the dispatch falls back to, exposed
+// so tests can check them on machines where the AVX2 ones are chosen.
+namespace detail {
+void reducePortable(nodusDataType_t type, nodusRedOp_t op, void* dst, const void* a, const void* b,
+                    size_t n);
+void reduceAvgFinalPortable(nodusDataType_t type, void* dst, const void* a, const void* b, size_t n,
+                            int divisor);
+void scaleAvgPortable(nodusDataType_t type, void* dst, const void* src, size_t n, int divisor);
+bool kernelsUseAvx2();
+}  // namespace detail
+
 }  // namespace nodus
