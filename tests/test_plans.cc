@@ -66,23 +66,45 @@ void verifyAll(int p, const std::vector<uint64_t>& counts, const PlanContext& ct
 
 }  // namespace
 
-TEST(Verifier, AllAlgorithmsUpTo64Ranks) {
-  for (int p = 1; p <= 64; ++p) {
+// Every rank count 1..64, split so ctest runs the parts in parallel. Up to 16
+// ranks: every count of countsFor() and every root; beyond, the counts that
+// exercise empty, single-element and uneven blocks, with a few roots.
+class VerifierRanks : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(VerifierRanks, AllAlgorithms) {
+  for (int p = GetParam().first; p <= GetParam().second; ++p) {
     SCOPED_TRACE("p=" + std::to_string(p));
-    verifyAll(p, countsFor(p), tightContext(), p <= 8);
+    if (p <= 16) {
+      verifyAll(p, countsFor(p), tightContext(), p <= 8);
+    } else {
+      PlanContext ctx = tightContext();
+      ctx.sliceBytes = 8 * 4;
+      const uint64_t up = static_cast<uint64_t>(p);
+      verifyAll(p, {0, 1, up - 1, 3 * up + 2}, ctx, false);
+    }
   }
 }
 
-TEST(Verifier, SampleUpTo1024Ranks) {
+INSTANTIATE_TEST_SUITE_P(Ranks, VerifierRanks,
+                         ::testing::Values(std::make_pair(1, 8), std::make_pair(9, 16), std::make_pair(17, 32),
+                                           std::make_pair(33, 48), std::make_pair(49, 64)),
+                         [](const auto& info) {
+                           return std::to_string(info.param.first) + "to" + std::to_string(info.param.second);
+                         });
+
+// A sample of large rank counts, one test each.
+class VerifierSample : public ::testing::TestWithParam<int> {};
+
+TEST_P(VerifierSample, AllAlgorithms) {
+  const int p = GetParam();
   PlanContext ctx;
   ctx.sliceBytes = 64 * 4;
   ctx.slots = 4;
   ctx.directMaxBytes = 0;
-  for (int p : {96, 127, 128, 255, 256, 509, 512, 1000, 1024}) {
-    SCOPED_TRACE("p=" + std::to_string(p));
-    verifyAll(p, {0, 1, 5, 1031, static_cast<uint64_t>(p) * 3 + 1}, ctx, false, 5);
-  }
+  verifyAll(p, {0, 1, 5, 1031, static_cast<uint64_t>(p) * 3 + 1}, ctx, false, 5);
 }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, VerifierSample, ::testing::Values(96, 127, 128, 255, 256, 509, 512, 1000, 1024));
 
 TEST(Verifier, LargeSlicesAndManySlots) {
   PlanContext ctx;
