@@ -42,8 +42,10 @@ void allReduce(const PlanKey& k, PlanBuilder& b) {
 void allGather(const PlanKey& k, PlanBuilder& b) {
   Ring r(k);
   const uint64_t n = k.count;
-  b.copy({Buf::Send, 0}, {Buf::Recv, static_cast<uint64_t>(r.me) * n}, n);
+  // Send first, then the local copy: it overlaps the neighbour's work
+  // instead of delaying the first message.
   b.send(r.next, {Buf::Send, 0}, n);
+  b.copy({Buf::Send, 0}, {Buf::Recv, static_cast<uint64_t>(r.me) * n}, n);
   for (int s = 1; s < r.p - 1; ++s) {
     int c = modRank(r.me - s, r.p);
     b.recvCopySend(r.prev, r.next, {Buf::Recv, static_cast<uint64_t>(c) * n}, n);

@@ -14,7 +14,7 @@ mpi_flags=(--oversubscribe --bind-to none --mca btl self,vader)
 [ "$(id -u)" -eq 0 ] && mpi_flags+=(--allow-run-as-root)
 for coll in allreduce allgather; do
   mpirun "${mpi_flags[@]}" -np "$np" build/bench/nodus-perf --coll "$coll" \
-    -b 8 -e "${MAXBYTES:-64M}" -f 4 -n "${ITERS:-20}" -w 5 --baseline mpi \
+    -b 8 -e "${MAXBYTES:-64M}" -f 4 -n "${ITERS:-50}" -w 10 --baseline mpi \
     --csv "build/perf-$coll.csv" --json "build/perf-$coll.json"
 done
 echo "results: build/perf-allreduce.{csv,json} build/perf-allgather.{csv,json}"

@@ -22,7 +22,7 @@ constexpr ParamInfo kParams[] = {
      "Force one transport for every peer: loopback (nodusCommInitAll only) or shm."},
     {"NODUS_ALGO", ParamType::String, "",
      "Force one algorithm for every collective that it supports (ring, direct, chain)."},
-    {"NODUS_SLOT_BYTES", ParamType::Int, "524288",
+    {"NODUS_SLOT_BYTES", ParamType::Int, "131072",
      "Bytes per transport slot; also the pipelining slice size. Same on every rank."},
     {"NODUS_SLOTS", ParamType::Int, "8", "Slots per connection (slices in flight per peer pair), 2 to 64."},
     {"NODUS_SPIN", ParamType::Int, "20000",

@@ -42,17 +42,6 @@
 
 namespace nodus {
 
-// Single-variant entry points, for tests that compare the dispatched kernels
-// with the baseline ones (declared here rather than in the header: not API).
-namespace detail {
-void reducePortable(nodusDataType_t type, nodusRedOp_t op, void* dst, const void* a, const void* b,
-                    size_t n);
-void reduceAvgFinalPortable(nodusDataType_t type, void* dst, const void* a, const void* b, size_t n,
-                            int divisor);
-void scaleAvgPortable(nodusDataType_t type, void* dst, const void* src, size_t n, int divisor);
-// True when reduce()/reduceAvgFinal()/scaleAvg() run the AVX2/F16C variant.
-bool kernelsUseAvx2();
-}  // namespace detail
 
 namespace {
 
