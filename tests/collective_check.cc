@@ -1371,6 +1371,43 @@ void ForkedRanks::KillAll() {
   }
 }
 
+struct SharedUniqueId::Shared {
+  std::atomic<int> state;  // 0 not yet, 1 made, -1 failed
+  nodusUniqueId id;
+};
+
+SharedUniqueId::SharedUniqueId() {
+  void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  shared_ = p == MAP_FAILED ? nullptr : new (p) Shared{};
+}
+
+SharedUniqueId::~SharedUniqueId() {
+  if (shared_) munmap(shared_, sizeof(Shared));
+}
+
+nodusResult_t SharedUniqueId::Make() {
+  nodusUniqueId id;
+  const nodusResult_t r = nodusGetUniqueId(&id);
+  if (!shared_) return nodusSystemError;
+  shared_->id = id;
+  shared_->state.store(r == nodusSuccess ? 1 : -1, std::memory_order_release);
+  return r;
+}
+
+bool SharedUniqueId::Get(nodusUniqueId* id, std::chrono::milliseconds limit) const {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (shared_) {
+    const int st = shared_->state.load(std::memory_order_acquire);
+    if (st == 1) {
+      *id = shared_->id;
+      return true;
+    }
+    if (st < 0 || std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
 bool ForkedRanks::Start(const std::function<int(int, RankReport&)>& body) {
   std::fflush(stdout);
   std::fflush(stderr);

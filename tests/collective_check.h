@@ -279,6 +279,27 @@ struct RankReport {
 // Forks one child process per rank. Children die with the parent
 // (PR_SET_PDEATHSIG); the destructor kills and reaps any child still running,
 // so no test leaves stray processes behind.
+// A unique id made by one forked child and read by the others, through memory
+// shared across fork. Forked tests make ids this way rather than in the parent:
+// nodusGetUniqueId starts the bootstrap root thread, and a process that forks
+// while another of its threads is inside the allocator can hand its children
+// a locked allocator (seen with GCC 12's AddressSanitizer).
+class SharedUniqueId {
+ public:
+  SharedUniqueId();
+  ~SharedUniqueId();
+  SharedUniqueId(const SharedUniqueId&) = delete;
+  SharedUniqueId& operator=(const SharedUniqueId&) = delete;
+  // In the child that makes the id: nodusGetUniqueId, then publish it (or the failure).
+  nodusResult_t Make();
+  // In the others: waits up to `limit` for the id; false if none came.
+  bool Get(nodusUniqueId* id, std::chrono::milliseconds limit) const;
+
+ private:
+  struct Shared;
+  Shared* shared_;
+};
+
 class ForkedRanks {
  public:
   explicit ForkedRanks(int nranks);

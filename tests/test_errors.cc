@@ -579,12 +579,17 @@ constexpr size_t kResult = 0, kElapsedMs = 1, kDone = 2;
 void RunVictimScenario(bool kill) {
   Watchdog watchdog(kill ? "killed rank" : "absent rank", seconds(120));
   ScopedEnv timeout("NODUS_TIMEOUT_MS", std::to_string(kShmTimeoutMs));
-  nodusUniqueId id;
-  ASSERT_EQ(nodusGetUniqueId(&id), nodusSuccess) << nodusGetLastError(nullptr);
+  SharedUniqueId sharedId;
   ForkedRanks ranks(3);
   ForkedRanks* shared = &ranks;
   const bool started = ranks.Start([&](int rank, RankReport& report) {
     setenv("NODUS_TRANSPORT", "shm", 1);
+    nodusUniqueId id;
+    if (rank == 0) sharedId.Make();
+    if (!sharedId.Get(&id, seconds(30))) {
+      report.Fail("no unique id from rank 0");
+      return 2;
+    }
     nodusComm_t comm = nullptr;
     nodusResult_t r = nodusCommInitRank(&comm, 3, id, rank);
     if (r != nodusSuccess) {
@@ -658,12 +663,17 @@ TEST_F(ErrorsShm, RankThatNeverCallsTheCollective) { RunVictimScenario(false); }
 TEST_F(ErrorsShm, RankKilledBeforeInit) {
   Watchdog watchdog("killed before init", seconds(120));
   ScopedEnv timeout("NODUS_TIMEOUT_MS", std::to_string(kShmTimeoutMs));
-  nodusUniqueId id;
-  ASSERT_EQ(nodusGetUniqueId(&id), nodusSuccess) << nodusGetLastError(nullptr);
+  SharedUniqueId sharedId;
   ForkedRanks ranks(3);
   ASSERT_TRUE(ranks.Start([&](int rank, RankReport& report) {
     if (rank == kVictim) raise(SIGKILL);
     setenv("NODUS_TRANSPORT", "shm", 1);
+    nodusUniqueId id;
+    if (rank == 0) sharedId.Make();
+    if (!sharedId.Get(&id, seconds(30))) {
+      report.Fail("no unique id from rank 0");
+      return 2;
+    }
     nodusComm_t comm = nullptr;
     const auto start = Clock::now();
     const nodusResult_t r = nodusCommInitRank(&comm, 3, id, rank);

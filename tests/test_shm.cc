@@ -45,14 +45,19 @@ class ShmTest : public ::testing::Test {
   // to `limit`; any child that did not exit 0 fails the test. Returns the
   // children (reaped) for a closer look at their reports.
   std::unique_ptr<ForkedRanks> Run(int nranks, milliseconds limit, const RankBody& body) {
-    nodusUniqueId id;
-    std::memset(&id, 0, sizeof id);
-    const nodusResult_t made = nodusGetUniqueId(&id);
-    EXPECT_EQ(made, nodusSuccess) << nodusGetLastError(nullptr);
+    SharedUniqueId shared;
     auto ranks = std::make_unique<ForkedRanks>(nranks);
-    if (made != nodusSuccess) return ranks;
     const bool started = ranks->Start([&](int rank, RankReport& report) {
       setenv("NODUS_TRANSPORT", "shm", 1);
+      nodusUniqueId id;
+      if (rank == 0 && shared.Make() != nodusSuccess) {
+        report.Fail(std::string("nodusGetUniqueId failed: ") + nodusGetLastError(nullptr));
+        return 2;
+      }
+      if (!shared.Get(&id, limit)) {
+        report.Fail("rank " + std::to_string(rank) + ": no unique id from rank 0");
+        return 2;
+      }
       nodusComm_t comm = nullptr;
       const nodusResult_t r = nodusCommInitRank(&comm, nranks, id, rank);
       if (r != nodusSuccess) {
@@ -236,9 +241,14 @@ TEST_F(ShmTest, RepeatedInitAndDestroy) {
 
 // Two communicators in the same processes, used alternately.
 TEST_F(ShmTest, TwoCommunicatorsInTheSameProcesses) {
-  nodusUniqueId second;
-  ASSERT_EQ(nodusGetUniqueId(&second), nodusSuccess) << nodusGetLastError(nullptr);
+  SharedUniqueId shared;
   Run(3, seconds(60), [&](nodusComm_t comm, int rank, int nranks, RankReport& report) {
+    nodusUniqueId second;
+    if (rank == 0) shared.Make();
+    if (!shared.Get(&second, seconds(30))) {
+      report.Fail("no second unique id");
+      return;
+    }
     nodusComm_t other = nullptr;
     const nodusResult_t r = nodusCommInitRank(&other, nranks, second, rank);
     if (r != nodusSuccess) {
