@@ -48,7 +48,11 @@ typedef enum {
   nodusTimeout = 6,         /* a wait exceeded NODUS_TIMEOUT_MS */
   nodusAborted = 7,         /* nodusCommAbort() was called */
   nodusInProgress = 8,      /* nodusTest(): the request has not completed yet */
-  nodusNumResults = 9
+  nodusNumResults = 9,
+  /* Not results: they make the enum span every int, so any value a C caller
+   * passes is one C++ may hold (and nodus can reject). */
+  nodusResultEnumMin_ = -0x7fffffff - 1,
+  nodusResultEnumMax_ = 0x7fffffff
 } nodusResult_t;
 
 typedef enum {
@@ -62,7 +66,9 @@ typedef enum {
   nodusBfloat16 = 7,
   nodusFloat32 = 8,
   nodusFloat64 = 9,
-  nodusNumTypes = 10
+  nodusNumTypes = 10,
+  nodusDataTypeEnumMin_ = -0x7fffffff - 1, /* not types: see nodusResultEnumMin_ */
+  nodusDataTypeEnumMax_ = 0x7fffffff
 } nodusDataType_t;
 
 /* fp16 and bf16 are reduced in fp32 and rounded once per reduction. nodusAvg
@@ -73,7 +79,9 @@ typedef enum {
   nodusMin = 2,
   nodusMax = 3,
   nodusAvg = 4,
-  nodusNumOps = 5
+  nodusNumOps = 5,
+  nodusRedOpEnumMin_ = -0x7fffffff - 1, /* not ops: see nodusResultEnumMin_ */
+  nodusRedOpEnumMax_ = 0x7fffffff
 } nodusRedOp_t;
 
 #define NODUS_UNIQUE_ID_BYTES 128
