@@ -282,8 +282,10 @@ struct RankReport {
 // A unique id made by one forked child and read by the others, through memory
 // shared across fork. Forked tests make ids this way rather than in the parent:
 // nodusGetUniqueId starts the bootstrap root thread, and a process that forks
-// while another of its threads is inside the allocator can hand its children
-// a locked allocator (seen with GCC 12's AddressSanitizer).
+// while another of its threads is starting (or allocating) can hand its
+// children a held lock (seen with GCC 12's AddressSanitizer: the child hangs
+// when it next creates a thread). For the same reason, forked tests start no
+// thread of their own (a Watchdog) until the children are forked.
 class SharedUniqueId {
  public:
   SharedUniqueId();

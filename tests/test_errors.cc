@@ -577,7 +577,6 @@ constexpr size_t kResult = 0, kElapsedMs = 1, kDone = 2;
 // never calls it. Survivors must return nodusRemoteError or nodusTimeout within
 // NODUS_TIMEOUT_MS + slack, and destroy their communicator without hanging.
 void RunVictimScenario(bool kill) {
-  Watchdog watchdog(kill ? "killed rank" : "absent rank", seconds(120));
   ScopedEnv timeout("NODUS_TIMEOUT_MS", std::to_string(kShmTimeoutMs));
   SharedUniqueId sharedId;
   ForkedRanks ranks(3);
@@ -641,6 +640,9 @@ void RunVictimScenario(bool kill) {
     __atomic_store_n(&report.values[kDone], 1, __ATOMIC_SEQ_CST);
     return report.failures ? 1 : 0;
   });
+  // Started after the fork: a thread still starting while the process forks
+  // can leave its children a held lock (GCC 12 AddressSanitizer).
+  Watchdog watchdog(kill ? "killed rank" : "absent rank", seconds(120));
   ASSERT_TRUE(started);
   ranks.Wait(seconds(90));
   for (int r = 0; r < 2; ++r) {
@@ -661,7 +663,6 @@ TEST_F(ErrorsShm, RankThatNeverCallsTheCollective) { RunVictimScenario(false); }
 // A rank killed before it even joins: the others' nodusCommInitRank fails
 // within the timeout instead of waiting forever.
 TEST_F(ErrorsShm, RankKilledBeforeInit) {
-  Watchdog watchdog("killed before init", seconds(120));
   ScopedEnv timeout("NODUS_TIMEOUT_MS", std::to_string(kShmTimeoutMs));
   SharedUniqueId sharedId;
   ForkedRanks ranks(3);
@@ -686,6 +687,7 @@ TEST_F(ErrorsShm, RankKilledBeforeInit) {
       report.Fail("nodusCommInitRank failed only after " + std::to_string(ms) + " ms");
     return report.failures ? 1 : 0;
   }));
+  Watchdog watchdog("killed before init", seconds(120));  // after the fork, as above
   ranks.Wait(seconds(90));
   for (int r = 0; r < 2; ++r) EXPECT_EQ(ranks.exitStatus(r), 0) << ranks.Describe(r);
 }
