@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "plan/plan.h"
+#include "topo/topology.h"
 
 namespace nodus {
 
@@ -17,7 +18,12 @@ struct PlanContext {
   uint64_t sliceBytes = 0;  // bytes per pipelined slice (the transport's slot size)
   uint32_t slots = 0;       // slices a connection buffers before the sender waits
   uint64_t directMaxBytes = 0;  // largest call the automatic choice gives to `direct`
+  // Where the ranks are; null means one host, ranks in order.
+  const Topology* topo = nullptr;
 };
+
+// The ranks in the order a ring should visit them.
+std::vector<int> ringOrder(const PlanContext& ctx, int nranks);
 
 // Alpha-beta-gamma machine model the costs are written in.
 struct CostModel {

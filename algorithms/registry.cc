@@ -21,6 +21,13 @@ const Algorithm* const kRegistry[] = {
 
 std::span<const Algorithm* const> algorithms() { return kRegistry; }
 
+std::vector<int> ringOrder(const PlanContext& ctx, int nranks) {
+  if (ctx.topo != nullptr && ctx.topo->nranks == nranks) return ctx.topo->ringOrder;
+  std::vector<int> order(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) order[static_cast<size_t>(r)] = r;
+  return order;
+}
+
 const Algorithm* findAlgorithm(const char* name) {
   for (const Algorithm* a : kRegistry)
     if (strcmp(a->name, name) == 0) return a;

@@ -12,7 +12,7 @@ namespace nodus {
 // What the communicator knows about two ranks when choosing a transport.
 struct PeerPlacement {
   bool sameProcess = false;  // both are threads of one process (nodusCommInitAll)
-  bool sameHost = false;
+  bool sameHost = false;     // both run on one machine (kernel hostname and boot id), whatever NODUS_HOSTID says
 };
 
 struct TransportEntry {

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "topo/node.h"
 #include "transports/registry.h"
 
 namespace nodus {
@@ -43,7 +45,10 @@ namespace {
 
 // What every rank tells every other at init.
 struct RankInfo {
-  char host[64];
+  char host[64];     // where the topology places the rank (NODUS_HOSTID, else the hostname)
+  char machine[80];  // the machine it really runs on: which transports reach it
+  uint64_t fabricFingerprint;
+  int32_t numa;
   uint64_t processToken;  // random per process: equal tokens = same process
   int32_t pid;
   uint32_t slots;
@@ -66,6 +71,65 @@ int coresAvailable() {
   return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
+// The host name the topology gives a rank: NODUS_HOSTID (one name, or a
+// comma-separated name per rank so threads can pose as hosts), else the
+// hostname.
+Status hostIdOfRank(int rank, char* out, size_t size) {
+  const std::string ids = param::kHostId.get();
+  std::string id;
+  if (ids.find(',') == std::string::npos) {
+    id = ids.empty() ? std::string(hostName()) : ids;
+  } else {
+    std::vector<std::string> list;
+    size_t start = 0;
+    for (size_t comma; (comma = ids.find(',', start)) != std::string::npos; start = comma + 1)
+      list.push_back(ids.substr(start, comma - start));
+    list.push_back(ids.substr(start));
+    if (static_cast<size_t>(rank) >= list.size())
+      return makeError(nodusInvalidArgument, "NODUS_HOSTID lists %zu host names; rank %d has none", list.size(), rank);
+    id = list[static_cast<size_t>(rank)];
+  }
+  if (id.empty() || id.size() >= size)
+    return makeError(nodusInvalidArgument, "NODUS_HOSTID: host name '%s' of rank %d is empty or longer than %zu bytes",
+                     id.c_str(), rank, size - 1);
+  snprintf(out, size, "%s", id.c_str());
+  return Status::ok();
+}
+
+// This machine as transports see it: the kernel's hostname (a UTS namespace
+// makes another host) and boot id.
+std::string machineId() {
+  char name[65] = {};
+  gethostname(name, sizeof(name) - 1);
+  std::string id = name;
+  if (FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char boot[40] = {};
+    if (fgets(boot, sizeof(boot), f)) {
+      id.push_back('/');
+      id.append(boot, strnlen(boot, 8));
+    }
+    fclose(f);
+  }
+  return id.substr(0, 79);
+}
+
+// The node is the same for every communicator of a process: detect it once
+// (per NODUS_HWLOC_XML value, which tests change between communicators).
+Status localNode(const NodeInfo** out) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<NodeInfo>> cache;
+  const std::string key = param::kHwlocXml.get();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    auto node = std::make_unique<NodeInfo>();
+    NODUS_TRY(detectNode(node.get()));
+    it = cache.emplace(key, std::move(node)).first;
+  }
+  *out = it->second.get();
+  return Status::ok();
+}
+
 }  // namespace
 
 Status Comm::create(InitOptions opts, std::unique_ptr<Comm>* out) {
@@ -80,16 +144,35 @@ Status Comm::init(InitOptions& opts) {
   rank_ = bootstrap_->rank();
   nranks_ = bootstrap_->nranks();
   NODUS_TRY(CommConfig::fromEnvironment(&cfg_));
+  FabricConfig fabric;
+  NODUS_TRY(fabricFromEnvironment(&fabric));
+  const NodeInfo* node = nullptr;
+  NODUS_TRY(localNode(&node));
 
   std::vector<RankInfo> infos(nranks_);
   RankInfo& me = infos[rank_];
   memset(&me, 0, sizeof(me));
-  snprintf(me.host, sizeof(me.host), "%s", hostName());
+  NODUS_TRY(hostIdOfRank(rank_, me.host, sizeof(me.host)));
+  snprintf(me.machine, sizeof(me.machine), "%s", machineId().c_str());
   me.processToken = processToken();
   me.pid = getpid();
   me.slots = cfg_.slots;
   me.slotBytes = cfg_.slotBytes;
+  me.fabricFingerprint = fabric.fingerprint();
+  me.numa = currentNuma(*node);
   NODUS_TRY(bootstrap_->allGather(infos.data(), sizeof(RankInfo)));
+  std::vector<std::string> hostOfRank;
+  std::vector<int> numaOfRank;
+  for (int r = 0; r < nranks_; ++r) {
+    if (infos[r].fabricFingerprint != me.fabricFingerprint)
+      return makeError(nodusInvalidUsage,
+                       "rank %d on %s describes the fabric differently from rank %d on %s (here: %s); every rank must "
+                       "see the same NODUS_TOPO_FILE contents or NODUS_TORUS_DIMS / NODUS_FATTREE",
+                       r, infos[r].host, rank_, me.host, fabric.describe().c_str());
+    hostOfRank.emplace_back(infos[r].host, strnlen(infos[r].host, sizeof(infos[r].host)));
+    numaOfRank.push_back(infos[r].numa);
+  }
+  NODUS_TRY(Topology::build(fabric, hostOfRank, numaOfRank, &topo_));
   for (int r = 0; r < nranks_; ++r) {
     if (infos[r].slotBytes != cfg_.slotBytes || infos[r].slots != cfg_.slots)
       return makeError(nodusInvalidUsage,
@@ -104,7 +187,7 @@ Status Comm::init(InitOptions& opts) {
   int localRanks = 0;
   for (int r = 0; r < nranks_; ++r) {
     PeerPlacement where;
-    where.sameHost = strncmp(infos[r].host, me.host, sizeof(me.host)) == 0;
+    where.sameHost = strncmp(infos[r].machine, me.machine, sizeof(me.machine)) == 0;
     where.sameProcess = opts.inProcess && where.sameHost && infos[r].processToken == me.processToken;
     localRanks += where.sameHost;
     if (r == rank_) continue;
@@ -160,6 +243,7 @@ Status Comm::init(InitOptions& opts) {
   NODUS_INFO(rank_, "rank %d of %d on %s: transport %s, %d rank(s) on %d core(s)%s, %u slots of %zu bytes", rank_,
              nranks_, me.host, transport_->name(), localRanks, cores, spin_ ? "" : " (oversubscribed: no spinning)",
              cfg_.slots, cfg_.slotBytes);
+  if (rank_ == 0) NODUS_INFO(rank_, "topology:\n%s", topo_.describe().c_str());
   return Status::ok();
 }
 
@@ -185,6 +269,7 @@ Status Comm::plan(const PlanKey& key, std::shared_ptr<const Plan>* out) {
   ctx.sliceBytes = cfg_.slotBytes;
   ctx.slots = cfg_.slots;
   ctx.directMaxBytes = cfg_.directMaxBytes;
+  ctx.topo = &topo_;
   const Algorithm* algo = nullptr;
   NODUS_TRY(chooseAlgorithm(key, ctx, cfg_.algo.c_str(), &algo));
   auto p = std::make_shared<Plan>();

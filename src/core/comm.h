@@ -17,6 +17,7 @@
 #include "core/bootstrap.h"
 #include "core/status.h"
 #include "exec/executor.h"
+#include "topo/topology.h"
 #include "transports/transport.h"
 
 namespace nodus {
@@ -46,6 +47,7 @@ class Comm {
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   const CommConfig& config() const { return cfg_; }
+  const Topology& topology() const { return topo_; }
 
   // The plan for a call signature (cached).
   Status plan(const PlanKey& key, std::shared_ptr<const Plan>* out);
@@ -91,6 +93,7 @@ class Comm {
 
   int rank_ = 0, nranks_ = 0;
   CommConfig cfg_;
+  Topology topo_;
   int64_t spin_ = 0;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<Transport> transport_;

@@ -30,7 +30,7 @@ struct LogSink {
   LogSink() {
     level = parseLevel(param::kDebug.get());
     host = param::kHostId.get();
-    if (host.empty()) {
+    if (host.empty() || host.find(',') != std::string::npos) {  // a per-rank list names no one host
       char buf[256] = {};
       if (gethostname(buf, sizeof(buf) - 1) != 0) strcpy(buf, "unknown");
       host = buf;

@@ -28,13 +28,25 @@ constexpr ParamInfo kParams[] = {
     {"NODUS_SPIN", ParamType::Int, "20000",
      "Polls before a waiting rank yields the core; 0 when ranks outnumber cores."},
     {"NODUS_HOSTID", ParamType::String, "",
-     "Name this process's host differently from its hostname (tests pose as several hosts)."},
+     "Host name the topology uses instead of the hostname; a comma-separated list gives rank i the "
+     "i-th name (threads and processes of one machine pose as several hosts)."},
     {"NODUS_BOOTSTRAP_ADDR", ParamType::String, "",
      "IPv4 address the bootstrap root listens on (default: this host's first non-loopback "
      "address, else 127.0.0.1)."},
     {"NODUS_DIRECT_MAX_BYTES", ParamType::Int, "65536",
      "Largest AllReduce/Barrier (bytes per rank) the single-round direct algorithm takes when "
      "no algorithm is forced."},
+    {"NODUS_TOPO_FILE", ParamType::String, "",
+     "Fabric description (YAML: torus or fat-tree, links, host placement; docs/topology.md)."},
+    {"NODUS_TORUS_DIMS", ParamType::String, "",
+     "Fabric without a file: a torus of these host dimensions (e.g. 4x4x4), hosts row-major in rank order."},
+    {"NODUS_FATTREE", ParamType::String, "",
+     "Fabric without a file: a fat-tree, children per switch per level and optional oversubscription "
+     "(e.g. 16x8:4x1), hosts in rank order."},
+    {"NODUS_HWLOC_XML", ParamType::String, "",
+     "Read the node from this hwloc XML export instead of detecting it (emulates other machines)."},
+    {"NODUS_CHUNK_BYTES", ParamType::Int, "0",
+     "Pipelining slice in bytes (at most NODUS_SLOT_BYTES); 0 lets the tuner choose."},
 };
 
 const ParamInfo& lookup(const char* name) {
@@ -101,6 +113,11 @@ const IntParam kSpin{lookup("NODUS_SPIN")};
 const StringParam kHostId{lookup("NODUS_HOSTID")};
 const StringParam kSocketIfAddr{lookup("NODUS_BOOTSTRAP_ADDR")};
 const IntParam kDirectMaxBytes{lookup("NODUS_DIRECT_MAX_BYTES")};
+const StringParam kTopoFile{lookup("NODUS_TOPO_FILE")};
+const StringParam kTorusDims{lookup("NODUS_TORUS_DIMS")};
+const StringParam kFatTree{lookup("NODUS_FATTREE")};
+const StringParam kHwlocXml{lookup("NODUS_HWLOC_XML")};
+const IntParam kChunkBytes{lookup("NODUS_CHUNK_BYTES")};
 }  // namespace param
 
 }  // namespace nodus

@@ -1,0 +1,153 @@
+#include "topo/topology.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+namespace nodus {
+
+std::vector<uint64_t> snakeOrder(const std::vector<int>& dims) {
+  uint64_t total = 1;
+  for (int d : dims) total *= static_cast<uint64_t>(d);
+  std::vector<uint64_t> order(total);
+  for (uint64_t i = 0; i < total; ++i) {
+    uint64_t index = 0, stride = 1, below = 1;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      const uint64_t dk = static_cast<uint64_t>(dims[k]);
+      uint64_t digit = (i / below) % dk;
+      // Reverse this digit on every other pass of the digits above it.
+      if ((i / (below * dk)) % 2 == 1) digit = dk - 1 - digit;
+      index += digit * stride;
+      stride *= dk;
+      below *= dk;
+    }
+    order[i] = index;
+  }
+  return order;
+}
+
+int Topology::ranksPerHost() const {
+  if (ranksOf.empty()) return 0;
+  const size_t n = ranksOf[0].size();
+  for (const auto& r : ranksOf)
+    if (r.size() != n) return 0;
+  return static_cast<int>(n);
+}
+
+bool Topology::rankGrid(RankGrid* grid) const {
+  if (fabric.kind != FabricKind::Torus) return false;
+  const int local = ranksPerHost();
+  if (local == 0 || hosts.size() != fabric.capacity()) return false;
+  RankGrid g;
+  if (local > 1) {
+    g.dims.push_back(local);
+    g.wrap.push_back(true);  // every pair of ranks in a host is connected
+    g.intraHost.push_back(true);
+  }
+  for (size_t d = 0; d < fabric.dims.size(); ++d) {
+    if (fabric.dims[d] == 1) continue;
+    g.dims.push_back(fabric.dims[d]);
+    g.wrap.push_back(fabric.wrap[d]);
+    g.intraHost.push_back(false);
+  }
+  g.rankAt.assign(static_cast<size_t>(nranks), -1);
+  g.indexOf.assign(static_cast<size_t>(nranks), -1);
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    uint64_t hostIndex = 0, stride = 1;
+    for (size_t d = 0; d < fabric.dims.size(); ++d) {
+      hostIndex += static_cast<uint64_t>(coords[h][d]) * stride;
+      stride *= static_cast<uint64_t>(fabric.dims[d]);
+    }
+    for (int l = 0; l < local; ++l) {
+      const uint64_t idx = hostIndex * static_cast<uint64_t>(local) + static_cast<uint64_t>(l);
+      const int r = ranksOf[h][l];
+      g.rankAt[idx] = r;
+      g.indexOf[r] = static_cast<int>(idx);
+    }
+  }
+  *grid = std::move(g);
+  return true;
+}
+
+std::string Topology::describe() const {
+  std::ostringstream o;
+  o << "fabric: " << fabric.describe() << "\n";
+  o << nranks << " rank(s) on " << hosts.size() << " host(s)";
+  if (int l = ranksPerHost()) o << ", " << l << " per host";
+  o << "\n";
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    o << "  " << hosts[h];
+    if (fabric.kind == FabricKind::Torus) {
+      o << " (";
+      for (size_t d = 0; d < fabric.dims.size(); ++d) o << (d ? "," : "") << coords[h][d];
+      o << ")";
+    } else if (fabric.kind == FabricKind::FatTree) {
+      o << " (leaf " << coords[h][0] << ")";
+    }
+    o << ": ranks";
+    for (int r : ranksOf[h]) o << " " << r << (numaOf[r] ? "@numa" + std::to_string(numaOf[r]) : "");
+    o << "\n";
+  }
+  o << "ring:";
+  for (int r : ringOrder) o << " " << r;
+  return o.str();
+}
+
+Topology Topology::flat(int nranks) {
+  Topology t;
+  std::vector<std::string> hosts(static_cast<size_t>(nranks), "localhost");
+  std::vector<int> numa(static_cast<size_t>(nranks), 0);
+  Status s = build(FabricConfig{}, hosts, numa, &t);
+  (void)s;  // a flat fabric places any number of hosts
+  return t;
+}
+
+Status Topology::build(const FabricConfig& fabric, const std::vector<std::string>& hostOfRank,
+                       const std::vector<int>& numaOfRank, Topology* out) {
+  Topology t;
+  t.nranks = static_cast<int>(hostOfRank.size());
+  t.fabric = fabric;
+  t.numaOf = numaOfRank;
+  std::map<std::string, int> index;
+  for (const std::string& h : hostOfRank) {
+    auto [it, fresh] = index.emplace(h, static_cast<int>(t.hosts.size()));
+    if (fresh) t.hosts.push_back(h);
+    t.hostOf.push_back(it->second);
+  }
+  NODUS_TRY(placeHosts(fabric, t.hosts, &t.coords));
+  t.ranksOf.resize(t.hosts.size());
+  for (int r = 0; r < t.nranks; ++r) t.ranksOf[t.hostOf[r]].push_back(r);
+  for (auto& ranks : t.ranksOf)
+    std::stable_sort(ranks.begin(), ranks.end(), [&](int a, int b) { return t.numaOf[a] < t.numaOf[b]; });
+
+  // Hosts in ring order: a snake through the torus, leaf by leaf on a
+  // fat-tree, first-rank order on a flat fabric.
+  t.hostOrder.resize(t.hosts.size());
+  std::iota(t.hostOrder.begin(), t.hostOrder.end(), 0);
+  if (fabric.kind == FabricKind::Torus) {
+    std::map<uint64_t, int> hostAt;
+    for (size_t h = 0; h < t.hosts.size(); ++h) {
+      uint64_t idx = 0, stride = 1;
+      for (size_t d = 0; d < fabric.dims.size(); ++d) {
+        idx += static_cast<uint64_t>(t.coords[h][d]) * stride;
+        stride *= static_cast<uint64_t>(fabric.dims[d]);
+      }
+      hostAt[idx] = static_cast<int>(h);
+    }
+    t.hostOrder.clear();
+    for (uint64_t idx : snakeOrder(fabric.dims)) {
+      auto it = hostAt.find(idx);
+      if (it != hostAt.end()) t.hostOrder.push_back(it->second);
+    }
+  } else if (fabric.kind == FabricKind::FatTree) {
+    std::stable_sort(t.hostOrder.begin(), t.hostOrder.end(),
+                     [&](int a, int b) { return t.coords[a][0] < t.coords[b][0]; });
+  }
+  for (int h : t.hostOrder)
+    for (int r : t.ranksOf[h]) t.ringOrder.push_back(r);
+  *out = std::move(t);
+  return Status::ok();
+}
+
+}  // namespace nodus

@@ -1,0 +1,55 @@
+// Topology: the global picture every rank of a communicator shares — which
+// host and NUMA node each rank is on, where each host sits in the fabric, and
+// the orders algorithms walk ranks in so that neighbours are close.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "topo/fabric.h"
+
+namespace nodus {
+
+// A torus of ranks: the fabric's host dimensions, preceded by a dimension of
+// the ranks inside each host when there are several.
+struct RankGrid {
+  std::vector<int> dims;        // dims[0] varies fastest
+  std::vector<bool> wrap;       // whether a dimension's ends are linked
+  std::vector<bool> intraHost;  // whether a dimension runs inside a host (shm)
+  std::vector<int> rankAt;      // grid index -> rank
+  std::vector<int> indexOf;     // rank -> grid index
+  int size() const { return static_cast<int>(rankAt.size()); }
+};
+
+struct Topology {
+  int nranks = 1;
+  FabricConfig fabric;
+  std::vector<std::string> hosts;        // host names, in order of each host's first rank
+  std::vector<HostCoord> coords;         // per host: torus coordinates or (leaf, -, -)
+  std::vector<int> hostOf;               // per rank
+  std::vector<int> numaOf;               // per rank
+  std::vector<std::vector<int>> ranksOf; // per host, its ranks NUMA node by NUMA node
+  std::vector<int> ringOrder;            // every rank once, neighbours close
+  std::vector<int> hostOrder;            // hosts in the order the ring visits them
+
+  // Equal ranks on every host: that count, else 0.
+  int ranksPerHost() const;
+  // The rank torus, when the fabric is a torus whose every place holds one
+  // host and every host has the same number of ranks.
+  bool rankGrid(RankGrid* grid) const;
+  std::string describe() const;
+
+  // One host, ranks in order: what tests and single-node runs see.
+  static Topology flat(int nranks);
+  // From what the bootstrap gathered: each rank's host name and NUMA node.
+  static Status build(const FabricConfig& fabric, const std::vector<std::string>& hostOfRank,
+                      const std::vector<int>& numaOfRank, Topology* out);
+};
+
+// The boustrophedon (reflected mixed-radix Gray code) walk of a grid:
+// consecutive entries differ by one in one coordinate. Entry = row-major index
+// with dims[0] fastest.
+std::vector<uint64_t> snakeOrder(const std::vector<int>& dims);
+
+}  // namespace nodus
