@@ -44,12 +44,19 @@ class PlanBuilder {
   void reduce(Range src, Range dst, uint64_t n, bool avg = false) {
     add({Op::Reduce, -1, -1, src, dst, n, avg});
   }
+  // The steps that follow start a new phase: they run only once every slice
+  // of the steps before is done (they need whole ranges those write).
+  void phase() { newPhase_ = true; }
 
  private:
   void add(const Step& s) {
-    if (s.count > 0) plan_.steps.push_back(s);
+    if (s.count == 0) return;
+    if (newPhase_ && !plan_.steps.empty()) plan_.phaseStarts.push_back(static_cast<uint32_t>(plan_.steps.size()));
+    newPhase_ = false;
+    plan_.steps.push_back(s);
   }
   Plan& plan_;
+  bool newPhase_ = false;
 };
 
 // The single-rank case of every collective: a copy unless in place.

@@ -6,8 +6,10 @@
 #include "algorithms/algorithm.h"
 #include "algorithms/chain.h"
 #include "algorithms/direct.h"
+#include "algorithms/halving_doubling.h"
 #include "algorithms/p2p.h"
 #include "algorithms/ring.h"
+#include "algorithms/tree.h"
 
 namespace nodus {
 namespace {
@@ -16,6 +18,8 @@ const Algorithm* const kRegistry[] = {
     &kDirectAlgorithm,
     &kChainAlgorithm,
     &kP2pAlgorithm,
+    &kTreeAlgorithm,
+    &kHalvingDoublingAlgorithm,
 };
 }  // namespace
 

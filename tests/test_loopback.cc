@@ -215,14 +215,19 @@ struct Forced {
 
 const Forced& ForcedSetting(int which) {
   static const Forced kForced[] = {
-      // Algorithms forced outside the sizes the automatic choice gives them
-      // (chain is the only Broadcast/Reduce algorithm: nothing to force).
+      // Algorithms forced outside the sizes the automatic choice gives them.
       {"ring",
        "ring",
        nullptr,
        nullptr,
        {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
       {"direct", "direct", nullptr, nullptr, {Coll::kAllReduce}},
+      {"tree", "tree", nullptr, nullptr, {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce}},
+      {"halving_doubling",
+       "halving-doubling",
+       nullptr,
+       nullptr,
+       {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
       // Tiny slots: even small counts pipeline through many slices, and
       // senders wait for slots all the time.
       {"slots4k", nullptr, "4096", "2", {}},
@@ -261,7 +266,7 @@ std::string ForcedName(const ::testing::TestParamInfo<std::tuple<int, int>>& inf
 }
 
 INSTANTIATE_TEST_SUITE_P(Settings, LoopbackForced,
-                         ::testing::Combine(::testing::Range(0, 4), ::testing::Values(3, 4)),
+                         ::testing::Combine(::testing::Range(0, 6), ::testing::Values(3, 4, 6)),
                          ForcedName);
 
 // ---- Non-blocking ------------------------------------------------------------------

@@ -56,7 +56,7 @@ struct Gate {
   }
   bool blocked(std::span<Task> tasks, size_t i, const Step& s) const {
     for (size_t j = 0; j < i; ++j) {
-      if (tasks[j].done || tasks[j].comm != tasks[i].comm) continue;
+      if (tasks[j].at.done || tasks[j].comm != tasks[i].comm) continue;
       if (opReceives(s.op) && std::binary_search(recvPeers[j].begin(), recvPeers[j].end(), s.recvPeer)) return true;
       if (opSends(s.op) && std::binary_search(sendPeers[j].begin(), sendPeers[j].end(), s.sendPeer)) return true;
     }
@@ -64,19 +64,7 @@ struct Gate {
   }
 };
 
-void nextSlice(Task& t) {
-  const Plan& p = *t.plan;
-  for (;;) {
-    if (++t.step >= p.steps.size()) {
-      t.step = 0;
-      if (++t.slice >= p.maxSlices) {
-        t.done = true;
-        return;
-      }
-    }
-    if (t.slice * p.sliceElems < p.steps[t.step].count) return;
-  }
-}
+void nextSlice(Task& t) { t.at.next(*t.plan, t.plan->sliceElems); }
 
 // Does as many slices of `t` as can be done without waiting.
 // Returns whether anything moved; errors go to *err.
@@ -89,10 +77,10 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
   const nodusRedOp_t op = avg ? nodusSum : t.op;
   const int p = comm.nranks();
   bool moved = false;
-  while (!t.done) {
-    const Step& st = plan.steps[t.step];
+  while (!t.at.done) {
+    const Step& st = plan.steps[t.at.step];
     if (gate && gate->blocked(tasks, i, st)) return moved;
-    const uint64_t off = t.slice * plan.sliceElems;
+    const uint64_t off = t.at.slice * plan.sliceElems;
     const uint64_t n = std::min(plan.sliceElems, st.count - off);
     const size_t bytes = n * ts;
     const std::byte* in = nullptr;
@@ -164,10 +152,10 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
 }
 
 std::string waitingFor(const Task& t) {
-  if (t.done || t.plan->steps.empty()) return "";
-  const Step& s = t.plan->steps[t.step];
+  if (t.at.done || t.plan->steps.empty()) return "";
+  const Step& s = t.plan->steps[t.at.step];
   std::string w = std::string(collectiveName(t.plan->key.coll)) + " (" + t.plan->algorithm + ") step " +
-                  std::to_string(t.step) + " slice " + std::to_string(t.slice);
+                  std::to_string(t.at.step) + " slice " + std::to_string(t.at.slice);
   if (opReceives(s.op)) w += ", waiting to receive from rank " + std::to_string(s.recvPeer);
   else if (opSends(s.op)) w += ", waiting for a free slot towards rank " + std::to_string(s.sendPeer);
   return w;
@@ -177,10 +165,7 @@ std::string waitingFor(const Task& t) {
 
 Status runTasks(std::span<Task> tasks) {
   for (Task& t : tasks) {
-    t.slice = 0;
-    t.step = 0;
-    t.done = t.plan->maxSlices == 0;
-    if (!t.done && t.plan->steps[0].count == 0) nextSlice(t);
+    t.at.start(*t.plan, t.plan->sliceElems);
   }
   Gate gate;
   const bool gated = tasks.size() > 1;
@@ -195,16 +180,16 @@ Status runTasks(std::span<Task> tasks) {
     bool moved = false;
     *allDone = true;
     for (size_t i = 0; i < tasks.size(); ++i) {
-      if (tasks[i].done) continue;
+      if (tasks[i].at.done) continue;
       moved |= advance(tasks, i, gated ? &gate : nullptr, &err);
       if (!err.isOk()) return moved;
-      *allDone &= tasks[i].done;
+      *allDone &= tasks[i].at.done;
     }
     return moved;
   };
   auto fail = [&](Status s) {
     for (Task& t : tasks) {
-      if (t.done) continue;
+      if (t.at.done) continue;
       t.comm->recordFailure(s);
       t.comm->notifyPeersOfFailure();
     }
@@ -228,21 +213,21 @@ Status runTasks(std::span<Task> tasks) {
     // Checks that cost a clock read or a syscall happen only once spinning stopped.
     Task* waiting = nullptr;
     for (Task& t : tasks)
-      if (!t.done) {
+      if (!t.at.done) {
         waiting = &t;
         break;
       }
     Comm& comm = *waiting->comm;
     for (Task& t : tasks)
-      if (!t.done && t.comm->aborted()) return fail(makeError(nodusAborted, "aborted by nodusCommAbort"));
+      if (!t.at.done && t.comm->aborted()) return fail(makeError(nodusAborted, "aborted by nodusCommAbort"));
     const auto now = Clock::now();
     if (now - lastPeerCheck > std::chrono::milliseconds(5)) {
       lastPeerCheck = now;
       // Only the peers a task waits on: a peer that finished its part and
       // exited is no failure.
       for (Task& t : tasks) {
-        if (t.done) continue;
-        const Step& st = t.plan->steps[t.step];
+        if (t.at.done) continue;
+        const Step& st = t.plan->steps[t.at.step];
         for (int peer : {opReceives(st.op) ? st.recvPeer : -1, opSends(st.op) ? st.sendPeer : -1}) {
           Status s = t.comm->checkPeer(peer);
           if (!s.isOk()) return fail(Status(s.code(), s.message() + " during " + waitingFor(t)));

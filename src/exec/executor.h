@@ -36,10 +36,7 @@ struct Task {
   nodusDataType_t type = nodusFloat32;
   nodusRedOp_t op = nodusSum;
   std::shared_ptr<Request> request;  // may be null (blocking call)
-  // Progress.
-  uint64_t slice = 0;
-  size_t step = 0;
-  bool done = false;
+  PlanCursor at;  // progress
 };
 
 // Runs the tasks to completion (or the first error, which is also recorded on

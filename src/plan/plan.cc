@@ -1,5 +1,7 @@
 #include "plan/plan.h"
 
+#include <algorithm>
+
 #include <sstream>
 
 namespace nodus {
@@ -73,6 +75,47 @@ std::string describe(const Plan& plan) {
     os << "\n";
   }
   return os.str();
+}
+
+void PlanCursor::enterPhase(const Plan& p, uint64_t sliceElems) {
+  const size_t begin = phase == 0 ? 0 : p.phaseStarts[phase - 1];
+  phaseEnd_ = phase < p.phaseStarts.size() ? p.phaseStarts[phase] : p.steps.size();
+  phaseSlices_ = 0;
+  for (size_t i = begin; i < phaseEnd_; ++i)
+    phaseSlices_ = std::max(phaseSlices_, (p.steps[i].count + sliceElems - 1) / sliceElems);
+  step = begin;
+  slice = 0;
+}
+
+void PlanCursor::start(const Plan& p, uint64_t sliceElems) {
+  phase = 0;
+  done = false;
+  enterPhase(p, sliceElems);
+  settle(p, sliceElems);
+}
+
+void PlanCursor::next(const Plan& p, uint64_t sliceElems) {
+  ++step;
+  settle(p, sliceElems);
+}
+
+void PlanCursor::settle(const Plan& p, uint64_t sliceElems) {
+  for (;;) {
+    if (step >= phaseEnd_) {
+      if (++slice < phaseSlices_) {
+        step = phase == 0 ? 0 : p.phaseStarts[phase - 1];
+        continue;
+      }
+      if (++phase > p.phaseStarts.size()) {
+        done = true;
+        return;
+      }
+      enterPhase(p, sliceElems);
+      continue;
+    }
+    if (slice * sliceElems < p.steps[step].count) return;
+    ++step;
+  }
 }
 
 }  // namespace nodus

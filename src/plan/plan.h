@@ -91,10 +91,30 @@ struct Plan {
   std::string algorithm;  // e.g. "ring", for logs and traces
   std::vector<Step> steps;
   uint64_t scratchElems = 0;  // scratch the plan needs, in elements
-  // Steps run slice-major: slice s of every step in order, then slice s+1.
-  // Slice s of a step covers elements [s*sliceElems, (s+1)*sliceElems).
+  // Steps run phase by phase; within a phase slice-major: slice s of every
+  // step in order, then slice s+1. Slice s of a step covers elements
+  // [s*sliceElems, (s+1)*sliceElems). A phase boundary is where a step needs
+  // whole ranges an earlier step writes (recursive halving), not just the
+  // same slice of them (a ring or a tree).
+  std::vector<uint32_t> phaseStarts;  // first step of each phase after the first
   uint64_t sliceElems = 1;
   uint64_t maxSlices = 0;  // over all steps
+};
+
+// Where a rank is in a plan, in the order above.
+struct PlanCursor {
+  size_t phase = 0;
+  size_t step = 0;
+  uint64_t slice = 0;
+  bool done = false;
+  void start(const Plan& p, uint64_t sliceElems);
+  void next(const Plan& p, uint64_t sliceElems);
+
+ private:
+  size_t phaseEnd_ = 0;
+  uint64_t phaseSlices_ = 0;
+  void enterPhase(const Plan& p, uint64_t sliceElems);
+  void settle(const Plan& p, uint64_t sliceElems);
 };
 
 struct PlanKeyHash {

@@ -110,9 +110,9 @@ struct RankState {
   Memory user{0};
   Memory scratch{0};
   uint64_t sendBase = 0, sendSize = 0, recvBase = 0, recvSize = 0;
-  size_t step = 0;
+  PlanCursor at;
+  size_t step = 0;  // = at.step, or past the end when done
   uint64_t slice = 0;
-  uint64_t maxSlices = 0;
 };
 
 class Simulation {
@@ -129,11 +129,8 @@ class Simulation {
     for (int r = 0; r < p; ++r) {
       layout(r);
       RankState& s = ranks_[r];
-      for (const Step& st : plans_[r].steps) s.maxSlices = std::max(s.maxSlices, slicesOf(st));
-      s.step = 0;
-      s.slice = 0;
-      if (plans_[r].steps.empty() || s.maxSlices == 0) s.step = plans_[r].steps.size();
-      else if (slicesOf(plans_[r].steps[0]) == 0) advance(r);
+      s.at.start(plans_[r], sliceElems_);
+      sync(s, plans_[r]);
     }
     // Worklist: a rank runs again only when a message arrives for it or a
     // slot it waits for frees up, so the cost is the plans' total size.
@@ -271,21 +268,15 @@ class Simulation {
 
   uint64_t slicesOf(const Step& st) const { return (st.count + sliceElems_ - 1) / sliceElems_; }
 
-  // Plans run slice-major, as the executor runs them: slice s of every step,
-  // in step order, then slice s+1. A step with fewer slices sits out the rest.
+  // Plans run in the executor's order (PlanCursor): phase by phase, slice-major within a phase.
+  void sync(RankState& s, const Plan& plan) {
+    s.step = s.at.done ? plan.steps.size() : s.at.step;
+    s.slice = s.at.slice;
+  }
   void advance(int r) {
     RankState& s = ranks_[r];
-    const auto& steps = plans_[r].steps;
-    for (;;) {
-      if (++s.step >= steps.size()) {
-        s.step = 0;
-        if (++s.slice >= s.maxSlices) {
-          s.step = steps.size();
-          return;
-        }
-      }
-      if (s.slice < slicesOf(steps[s.step])) return;
-    }
+    s.at.next(plans_[r], sliceElems_);
+    sync(s, plans_[r]);
   }
 
   Status runSlice(int r, bool* moved) {
