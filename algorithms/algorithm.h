@@ -25,11 +25,22 @@ struct PlanContext {
 // The ranks in the order a ring should visit them.
 std::vector<int> ringOrder(const PlanContext& ctx, int nranks);
 
-// Alpha-beta-gamma machine model the costs are written in.
+// Alpha-beta-gamma machine model the costs are written in (microseconds and
+// bytes). `alphaUs`/`betaUsPerByte` are the slowest link an algorithm that
+// ignores the topology crosses: between hosts when there are several, else
+// between ranks of one host. The intra/inter pairs let topology-aware
+// algorithms price each hop.
 struct CostModel {
-  double alphaUs = 0.5;      // per message latency, microseconds
-  double betaUsPerByte = 1.0 / 8000.0;   // per byte on a link (8 GB/s)
-  double gammaUsPerByte = 1.0 / 16000.0; // per byte reduced (16 GB/s)
+  double alphaUs = 0.5;
+  double betaUsPerByte = 1.0 / 8000.0;
+  double gammaUsPerByte = 1.0 / 16000.0;  // per byte reduced
+  double intraAlphaUs = 0.5, intraBetaUsPerByte = 1.0 / 8000.0;  // ranks of one host (shm)
+  double interAlphaUs = 1.0, interBetaUsPerByte = 1.0 / 25000.0;  // a fabric link
+  // How many flows share a leaf's uplinks when every host of a leaf sends
+  // off-leaf at once (fat-tree oversubscription; 1 elsewhere).
+  double uplinkSharing = 1.0;
+  // The model for a communicator: measured intra-host constants, the fabric's links.
+  static CostModel of(const PlanContext& ctx);
 };
 
 struct Algorithm {
@@ -45,10 +56,5 @@ struct Algorithm {
 // Every registered algorithm, in registry order.
 std::span<const Algorithm* const> algorithms();
 const Algorithm* findAlgorithm(const char* name);
-
-// Picks the algorithm for a call: the one `forced` names (error if it cannot
-// run the call), else the cheapest supported one.
-Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const char* forced,
-                       const Algorithm** chosen);
 
 }  // namespace nodus

@@ -176,18 +176,20 @@ double cost(const PlanKey& k, const PlanContext&, const CostModel& m) {
   const double lg = std::log2(static_cast<double>(f.pp));
   const double frac = (f.pp - 1.0) / f.pp;
   const double fold = f.r > 0 ? 1.0 : 0.0;
+  // Unlike a ring, a send is not fused with the reduction before it and a
+  // phase waits for the whole previous one: each byte sent costs a second
+  // pass. Far partners cross a fat-tree's shared uplinks all at once.
+  const double beta = 1.5 * m.betaUsPerByte * m.uplinkSharing;
   switch (k.coll) {
     case Collective::AllReduce:
-      return 2 * (lg + fold) * m.alphaUs + (2 * frac + 2 * fold) * bytes * m.betaUsPerByte +
+      return 2 * (lg + fold) * m.alphaUs + (2 * frac + 2 * fold) * bytes * beta +
              (frac + fold) * bytes * m.gammaUsPerByte;
     case Collective::ReduceScatter: {
       const double total = bytes * k.nranks;
-      return (lg + 2 * fold) * m.alphaUs + (frac + fold) * total * m.betaUsPerByte +
-             (frac + fold) * total * m.gammaUsPerByte;
+      return (lg + 2 * fold) * m.alphaUs + (frac + fold) * total * beta + (frac + fold) * total * m.gammaUsPerByte;
     }
     default:
-      return std::ceil(std::log2(static_cast<double>(k.nranks))) * m.alphaUs +
-             (k.nranks - 1.0) * bytes * m.betaUsPerByte;
+      return std::ceil(std::log2(static_cast<double>(k.nranks))) * m.alphaUs + (k.nranks - 1.0) * bytes * beta;
   }
 }
 

@@ -202,9 +202,10 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double slice = ctx.sliceBytes ? std::min<double>(bytes / 2, ctx.sliceBytes) : bytes / 2;
   // Each phase: a slice crosses `depth` levels, then the rest streams behind
   // it; an inner node forwards its half to two children.
-  const double phase = depth * (m.alphaUs + slice * m.betaUsPerByte) + bytes * m.betaUsPerByte;
+  const double beta = m.betaUsPerByte * m.uplinkSharing;
+  const double phase = depth * (m.alphaUs + slice * beta) + bytes * beta;
   const double phases = k.coll == Collective::AllReduce ? 2.0 : 1.0;
-  const double hop = k.coll == Collective::AllReduce ? 0.0 : m.alphaUs + bytes / 2 * m.betaUsPerByte;
+  const double hop = k.coll == Collective::AllReduce ? 0.0 : m.alphaUs + bytes / 2 * beta;
   return phases * phase + hop + (k.coll == Collective::Broadcast ? 0.0 : bytes * m.gammaUsPerByte);
 }
 

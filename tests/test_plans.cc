@@ -3,12 +3,18 @@
 // in place and out of place, every root, tight and loose slot budgets.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <tuple>
+
 #include <string>
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/tree.h"
 #include "plan/plan.h"
 #include "plan/verifier.h"
+#include "topo/topology.h"
+#include "tune/tuner.h"
 
 using namespace nodus;
 
@@ -176,16 +182,172 @@ TEST(Algorithms, ChooserHonoursForcedAndRejectsUnknown) {
   ctx.sliceBytes = 1 << 19;
   ctx.slots = 8;
   ctx.directMaxBytes = 1 << 16;
-  const Algorithm* a = nullptr;
+  Choice c;
+  AlgoSpec none, ring;
+  ASSERT_TRUE(AlgoSpec::parse("ring", &ring).isOk());
   PlanKey small{Collective::AllReduce, 4, 0, 2, 4, 0, false};
-  ASSERT_TRUE(chooseAlgorithm(small, ctx, "", &a).isOk());
-  EXPECT_STREQ(a->name, "direct");
+  ASSERT_TRUE(chooseAlgorithm(small, ctx, none, &c).isOk());
+  EXPECT_STREQ(c.algo->name, "direct");
   PlanKey large{Collective::AllReduce, 4, 0, 1 << 24, 4, 0, false};
-  ASSERT_TRUE(chooseAlgorithm(large, ctx, "", &a).isOk());
-  EXPECT_STREQ(a->name, "ring");
-  ASSERT_TRUE(chooseAlgorithm(small, ctx, "ring", &a).isOk());
-  EXPECT_STREQ(a->name, "ring");
-  Status s = chooseAlgorithm(small, ctx, "nosuch", &a);
+  ASSERT_TRUE(chooseAlgorithm(large, ctx, none, &c).isOk());
+  EXPECT_STREQ(c.algo->name, "ring");
+  ASSERT_TRUE(chooseAlgorithm(small, ctx, ring, &c).isOk());
+  EXPECT_STREQ(c.algo->name, "ring");
+  EXPECT_TRUE(c.forced);
+  AlgoSpec bad;
+  Status s = AlgoSpec::parse("nosuch", &bad);
   EXPECT_EQ(s.code(), nodusInvalidArgument);
   EXPECT_NE(s.message().find("nosuch"), std::string::npos);
+}
+
+// ---- Topology-aware algorithms ------------------------------------------------------
+
+namespace {
+
+// `hosts` hosts of `local` ranks each (rank r on host r / local), on `fabric`.
+Topology makeTopology(const FabricConfig& fabric, int hosts, int local) {
+  std::vector<std::string> names;
+  std::vector<int> numa;
+  for (int h = 0; h < hosts; ++h)
+    for (int l = 0; l < local; ++l) names.push_back("h" + std::to_string(h)), numa.push_back(l % 2);
+  Topology t;
+  Status s = Topology::build(fabric, names, numa, &t);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  return t;
+}
+
+FabricConfig torus(std::vector<int> dims) {
+  FabricConfig f;
+  f.kind = FabricKind::Torus;
+  f.wrap.assign(dims.size(), true);
+  f.dims = std::move(dims);
+  return f;
+}
+
+// Every algorithm and collective on this topology (the topology-aware ones
+// included), checking that `expect` algorithms did run.
+void verifyOnTopology(const Topology& t, const std::vector<uint64_t>& counts, const std::vector<std::string>& expect,
+                      uint64_t perRankCap = UINT64_MAX) {
+  PlanContext ctx = tightContext();
+  ctx.sliceBytes = 8 * 4;
+  ctx.topo = &t;
+  for (const std::string& name : expect) {
+    PlanKey key{Collective::AllReduce, t.nranks, 0, 1, 4, 0, false};
+    EXPECT_TRUE(findAlgorithm(name.c_str())->supports(key, ctx)) << name << " on " << t.describe();
+  }
+  verifyAll(t.nranks, counts, ctx, false, perRankCap);
+}
+
+}  // namespace
+
+TEST(Topology, SnakeOrderStepsToANeighbour) {
+  for (const std::vector<int>& dims : std::vector<std::vector<int>>{{5}, {3, 4}, {3, 5, 7}, {4, 4, 4}, {2, 3, 2}}) {
+    const std::vector<uint64_t> order = snakeOrder(dims);
+    std::vector<bool> seen(order.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      ASSERT_LT(order[i], order.size());
+      EXPECT_FALSE(seen[order[i]]);
+      seen[order[i]] = true;
+      if (i == 0) continue;
+      // Exactly one coordinate changes, by one.
+      uint64_t a = order[i - 1], b = order[i];
+      int changed = 0;
+      for (int d : dims) {
+        const int64_t da = static_cast<int64_t>(a % d), db = static_cast<int64_t>(b % d);
+        if (da != db) {
+          ++changed;
+          EXPECT_EQ(std::abs(da - db), 1);
+        }
+        a /= d, b /= d;
+      }
+      EXPECT_EQ(changed, 1);
+    }
+  }
+}
+
+TEST(Topology, DoubleBinaryTreesShareNoInnerRank) {
+  for (int p = 2; p <= 4096; p = p < 64 ? p + 1 : p * 2 - 1) {
+    // Tree 2 labels position i as (i + 1) % p + 1; inner labels are even in both.
+    int roots = 0;
+    for (int pos = 0; pos < p; ++pos) {
+      const int x1 = pos + 1, x2 = (pos + 1) % p + 1;
+      const bool inner1 = (x1 & 1) == 0 && p > 1, inner2 = (x2 & 1) == 0 && p > 1;
+      EXPECT_FALSE(inner1 && inner2) << "p=" << p << " pos=" << pos;
+      roots += binaryTreeParent(x1, p) == 0;
+      // Inner nodes have a child: the left one, x - lowbit(x)/2.
+      if (inner1) {
+        EXPECT_EQ(binaryTreeParent(x1 - (x1 & -x1) / 2, p), x1);
+      }
+    }
+    EXPECT_EQ(roots, 1) << "p=" << p;
+    EXPECT_LE(binaryTreeDepth(p), static_cast<int>(std::log2(p)) + 1);
+  }
+}
+
+class VerifierTorus : public ::testing::TestWithParam<std::tuple<std::vector<int>, int>> {};
+
+TEST_P(VerifierTorus, AllAlgorithms) {
+  const auto& [dims, local] = GetParam();
+  int hosts = 1;
+  for (int d : dims) hosts *= d;
+  const Topology t = makeTopology(torus(dims), hosts, local);
+  const uint64_t p = static_cast<uint64_t>(t.nranks);
+  verifyOnTopology(t, {0, 1, 7, p - 1, 2 * p + 3}, {"torus"}, p > 64 ? 5 : UINT64_MAX);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tori, VerifierTorus,
+    ::testing::Values(std::make_tuple(std::vector<int>{2}, 1), std::make_tuple(std::vector<int>{5}, 2),
+                      std::make_tuple(std::vector<int>{3, 3}, 1), std::make_tuple(std::vector<int>{2, 3}, 2),
+                      std::make_tuple(std::vector<int>{3, 3, 3}, 1), std::make_tuple(std::vector<int>{2, 2, 2}, 3),
+                      std::make_tuple(std::vector<int>{3, 5, 7}, 1), std::make_tuple(std::vector<int>{4, 4, 4}, 2),
+                      std::make_tuple(std::vector<int>{8, 8, 8}, 1)),
+    [](const auto& info) {
+      std::string name;
+      for (int d : std::get<0>(info.param)) name += (name.empty() ? "" : "x") + std::to_string(d);
+      return name + "_" + std::to_string(std::get<1>(info.param)) + "local";
+    });
+
+class VerifierHierarchical : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(VerifierHierarchical, AllAlgorithms) {
+  const auto& [hosts, local] = GetParam();
+  FabricConfig fat;
+  fat.kind = FabricKind::FatTree;
+  fat.radix = {4, 64};
+  fat.oversubscription = {4, 1};
+  const Topology t = makeTopology(fat, hosts, local);
+  const uint64_t p = static_cast<uint64_t>(t.nranks);
+  verifyOnTopology(t, {0, 1, 7, p - 1, 2 * p + 3}, {"hierarchical"}, p > 64 ? 5 : UINT64_MAX);
+}
+
+INSTANTIATE_TEST_SUITE_P(Hosts, VerifierHierarchical,
+                         ::testing::Values(std::make_tuple(2, 2), std::make_tuple(3, 2), std::make_tuple(2, 3),
+                                           std::make_tuple(5, 4), std::make_tuple(7, 3), std::make_tuple(32, 8)),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "hosts_" +
+                                  std::to_string(std::get<1>(info.param)) + "local";
+                         });
+
+// The largest machines the project targets: 4096 ranks on a 16x16x16 torus
+// (torus AllReduce) and flat (every algorithm), at counts that keep it quick.
+TEST(VerifierLarge, Torus16x16x16) {
+  const Topology t = makeTopology(torus({16, 16, 16}), 4096, 1);
+  PlanContext ctx;
+  ctx.sliceBytes = 64 * 4;
+  ctx.slots = 4;
+  ctx.topo = &t;
+  const Algorithm* torusAlgo = findAlgorithm("torus");
+  for (uint64_t n : {uint64_t{1}, uint64_t{3 * 4096 + 1}}) {
+    Status s = verifyAlgorithm(*torusAlgo, VerifyCase{Collective::AllReduce, 4096, n, 0, false, 4}, ctx);
+    EXPECT_TRUE(s.isOk()) << "n=" << n << ": " << s.message();
+  }
+}
+
+TEST(VerifierLarge, Flat4096) {
+  PlanContext ctx;
+  ctx.sliceBytes = 64 * 4;
+  ctx.slots = 4;
+  ctx.directMaxBytes = 0;
+  verifyAll(4096, {1}, ctx, false, 1);
 }

@@ -34,10 +34,10 @@ Status CommConfig::fromEnvironment(CommConfig* c) {
   c->algo = param::kAlgo.get();
   c->transport = param::kTransport.get();
   c->directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
-  if (!c->algo.empty() && findAlgorithm(c->algo.c_str()) == nullptr) {
-    const Algorithm* unused = nullptr;
-    return chooseAlgorithm(PlanKey{}, PlanContext{}, c->algo.c_str(), &unused);  // explains the names
-  }
+  NODUS_TRY(AlgoSpec::parse(c->algo, &c->algoSpec));
+  const int64_t chunk = param::kChunkBytes.get();
+  if (chunk < 0) return makeError(nodusInvalidArgument, "NODUS_CHUNK_BYTES must not be negative");
+  c->sliceBytes = chunk == 0 ? c->slotBytes : std::min<size_t>(c->slotBytes, static_cast<size_t>(chunk));
   return Status::ok();
 }
 
@@ -266,21 +266,22 @@ Status Comm::plan(const PlanKey& key, std::shared_ptr<const Plan>* out) {
     return Status::ok();
   }
   PlanContext ctx;
-  ctx.sliceBytes = cfg_.slotBytes;
+  ctx.sliceBytes = cfg_.sliceBytes;
   ctx.slots = cfg_.slots;
   ctx.directMaxBytes = cfg_.directMaxBytes;
   ctx.topo = &topo_;
-  const Algorithm* algo = nullptr;
-  NODUS_TRY(chooseAlgorithm(key, ctx, cfg_.algo.c_str(), &algo));
+  Choice choice;
+  NODUS_TRY(chooseAlgorithm(key, ctx, cfg_.algoSpec, &choice));
+  const Algorithm* algo = choice.algo;
   auto p = std::make_shared<Plan>();
   p->key = key;
   p->algorithm = algo->name;
   NODUS_TRY(algo->build(key, ctx, *p));
-  p->sliceElems = std::max<uint64_t>(1, cfg_.slotBytes / key.typeSize);
+  p->sliceElems = std::max<uint64_t>(1, cfg_.sliceBytes / key.typeSize);
   for (const Step& s : p->steps) p->maxSlices = std::max(p->maxSlices, (s.count + p->sliceElems - 1) / p->sliceElems);
-  NODUS_INFO(rank_, "%s count=%llu x %uB%s root=%d: %s, %zu steps", collectiveName(key.coll),
+  NODUS_INFO(rank_, "%s count=%llu x %uB%s root=%d: %s, %zu steps, %zu phases (estimates: %s)", collectiveName(key.coll),
              static_cast<unsigned long long>(key.count), key.typeSize, key.inPlace ? " in-place" : "", key.root, algo->name,
-             p->steps.size());
+             p->steps.size(), p->phaseStarts.size() + 1, choice.explain().c_str());
   if (logLevel() >= LogLevel::Trace) NODUS_TRACE(rank_, "%s", describe(*p).c_str());
   plans_.emplace(key, p);
   *out = std::move(p);

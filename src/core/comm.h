@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "exec/executor.h"
 #include "topo/topology.h"
+#include "tune/tuner.h"
 #include "transports/transport.h"
 
 namespace nodus {
@@ -29,6 +30,8 @@ struct CommConfig {
   uint32_t slots = 0;
   int64_t spin = 0;
   std::string algo;
+  AlgoSpec algoSpec;      // algo, parsed
+  size_t sliceBytes = 0;  // pipelining slice (NODUS_CHUNK_BYTES, at most a slot)
   std::string transport;
   uint64_t directMaxBytes = 0;
   static Status fromEnvironment(CommConfig* out);

@@ -1,0 +1,101 @@
+#include "algorithms/dimension_wise.h"
+
+#include <algorithm>
+
+namespace nodus {
+namespace {
+
+struct Block {
+  uint64_t off = 0, len = 0;
+};
+
+// One ring of one stage, in the stream's direction.
+struct StageRing {
+  int q, pos, prev, next;
+  StageRing(const DimensionRing& r, bool backward) : q(static_cast<int>(r.ranks.size())) {
+    pos = backward ? modRank(-r.pos, q) : r.pos;
+    auto at = [&](int position) {
+      const int forward = backward ? modRank(-position, q) : modRank(position, q);
+      return r.ranks[static_cast<size_t>(forward)];
+    };
+    prev = at(pos - 1);
+    next = at(pos + 1);
+  }
+  Block sub(const Block& b, int64_t c) const {
+    const uint64_t i = static_cast<uint64_t>(modRank(c, q));
+    return {b.off + blockBegin(i, b.len, static_cast<uint64_t>(q)), blockSize(i, b.len, static_cast<uint64_t>(q))};
+  }
+};
+
+}  // namespace
+
+void buildDimensionWise(const PlanKey& k, const std::vector<DimensionRing>& rings, const std::vector<Stream>& streams,
+                        PlanBuilder& b) {
+  const size_t nstreams = streams.size();
+  const size_t stages = streams.empty() ? 0 : streams[0].dims.size();
+  // history[j][t]: stream j's block when stage t began.
+  std::vector<std::vector<Block>> history(nstreams);
+  std::vector<Block> cur(nstreams);
+  for (size_t j = 0; j < nstreams; ++j) cur[j] = {blockBegin(j, k.count, nstreams), blockSize(j, k.count, nstreams)};
+
+  // Reduce-scatter, dimension by dimension: a ring reduce-scatter of the
+  // stream's block; the rank keeps sub-block pos+1 of it.
+  for (size_t t = 0; t < stages; ++t) {
+    b.phase();
+    const bool last = t + 1 == stages;
+    const Buf src = t == 0 ? Buf::Send : Buf::Recv;
+    for (size_t j = 0; j < nstreams; ++j) {
+      const StageRing r(rings[static_cast<size_t>(streams[j].dims[t])], streams[j].backward);
+      history[j].push_back(cur[j]);
+      const Block& blk = cur[j];
+      Block s = r.sub(blk, r.pos);
+      b.send(r.next, {src, s.off}, s.len);
+      for (int step = 1; step < r.q - 1; ++step) {
+        s = r.sub(blk, r.pos - step);
+        b.recvReduceSend(r.prev, r.next, {src, s.off}, s.len);
+      }
+      s = r.sub(blk, r.pos + 1);
+      b.recvReduceCopy(r.prev, {src, s.off}, {Buf::Recv, s.off}, s.len, last);
+      cur[j] = s;
+    }
+  }
+  // All-gather back through the dimensions in reverse.
+  for (size_t t = stages; t-- > 0;) {
+    b.phase();
+    for (size_t j = 0; j < nstreams; ++j) {
+      const StageRing r(rings[static_cast<size_t>(streams[j].dims[t])], streams[j].backward);
+      const Block& blk = history[j][t];
+      Block s = r.sub(blk, r.pos + 1);
+      b.send(r.next, {Buf::Recv, s.off}, s.len);
+      for (int step = 0; step < r.q - 2; ++step) {
+        s = r.sub(blk, r.pos - step);
+        b.recvCopySend(r.prev, r.next, {Buf::Recv, s.off}, s.len);
+      }
+      s = r.sub(blk, r.pos + 2);
+      b.recv(r.prev, {Buf::Recv, s.off}, s.len);
+    }
+  }
+}
+
+double dimensionWiseCost(double bytes, const std::vector<int>& sizes, const std::vector<Stream>& streams,
+                         const std::vector<DimCost>& links, double gammaUsPerByte) {
+  if (streams.empty()) return 0;
+  const size_t stages = streams[0].dims.size();
+  std::vector<double> len(streams.size(), bytes / static_cast<double>(streams.size()));
+  double total = 0, reduced = 0;
+  for (size_t t = 0; t < stages; ++t) {
+    double stage = 0;
+    for (size_t j = 0; j < streams.size(); ++j) {
+      const int d = streams[j].dims[t];
+      const double q = sizes[static_cast<size_t>(d)];
+      const double moved = (q - 1) / q * len[j];
+      stage = std::max(stage, (q - 1) * links[static_cast<size_t>(d)].alphaUs + moved * links[static_cast<size_t>(d)].betaUsPerByte);
+      reduced += moved;
+      len[j] /= q;
+    }
+    total += 2 * stage;  // the all-gather retraces the reduce-scatter
+  }
+  return total + reduced * gammaUsPerByte;
+}
+
+}  // namespace nodus

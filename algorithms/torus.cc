@@ -1,0 +1,91 @@
+// Torus: AllReduce dimension by dimension over the rings of each torus axis
+// (and of the ranks inside each host, as one more axis), with the data split
+// into 2*D streams: stream j starts on axis j mod D and walks the rings
+// forward or backward, so at every stage each axis carries two streams in
+// opposite directions and every link of every node is busy. A single ring
+// uses 2 of a node's 2*D links; this uses all of them.
+#include "algorithms/torus.h"
+
+#include "algorithms/dimension_wise.h"
+
+namespace nodus {
+namespace {
+
+struct TorusLayout {
+  RankGrid grid;
+  std::vector<DimensionRing> rings;
+  std::vector<Stream> streams;
+};
+
+bool layout(const PlanKey& k, const PlanContext& ctx, TorusLayout* out) {
+  if (ctx.topo == nullptr || ctx.topo->nranks != k.nranks || !ctx.topo->rankGrid(&out->grid)) return false;
+  const RankGrid& g = out->grid;
+  const size_t D = g.dims.size();
+  if (D == 0 || g.size() != k.nranks) return false;
+  // This rank's coordinates, dims[0] fastest.
+  std::vector<int> coord(D);
+  int rest = g.indexOf[static_cast<size_t>(k.rank)];
+  for (size_t d = 0; d < D; ++d) {
+    coord[d] = rest % g.dims[d];
+    rest /= g.dims[d];
+  }
+  out->rings.assign(D, {});
+  for (size_t d = 0; d < D; ++d) {
+    DimensionRing& r = out->rings[d];
+    for (int c = 0; c < g.dims[d]; ++c) {
+      std::vector<int> at = coord;
+      at[d] = c;
+      int idx = 0, stride = 1;
+      for (size_t e = 0; e < D; ++e) idx += at[e] * stride, stride *= g.dims[e];
+      r.ranks.push_back(g.rankAt[static_cast<size_t>(idx)]);
+    }
+    r.pos = coord[d];
+  }
+  out->streams.clear();
+  for (size_t j = 0; j < 2 * D; ++j) {
+    Stream s;
+    for (size_t t = 0; t < D; ++t) s.dims.push_back(static_cast<int>((j + t) % D));
+    s.backward = j >= D;
+    out->streams.push_back(std::move(s));
+  }
+  return true;
+}
+
+bool supports(const PlanKey& k, const PlanContext& ctx) {
+  TorusLayout t;
+  return k.coll == Collective::AllReduce && k.nranks > 1 && layout(k, ctx, &t);
+}
+
+Status build(const PlanKey& k, const PlanContext& ctx, Plan& plan) {
+  TorusLayout t;
+  if (!layout(k, ctx, &t)) return makeError(nodusInternalError, "torus needs a full torus of hosts with equal ranks each");
+  PlanBuilder b(plan);
+  buildDimensionWise(k, t.rings, t.streams, b);
+  return Status::ok();
+}
+
+double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
+  TorusLayout t;
+  if (!layout(k, ctx, &t)) return 1e30;
+  std::vector<DimCost> links;
+  for (size_t d = 0; d < t.grid.dims.size(); ++d) {
+    if (t.grid.intraHost[d]) {
+      links.push_back({m.intraAlphaUs, m.intraBetaUsPerByte});
+    } else {
+      // Without wrap-around a ring's closing hop runs back along the line:
+      // every link then carries two of the ring's flows.
+      const double share = t.grid.wrap[d] || t.grid.dims[d] <= 2 ? 1.0 : 2.0;
+      links.push_back({m.interAlphaUs, m.interBetaUsPerByte * share});
+    }
+  }
+  return dimensionWiseCost(static_cast<double>(k.count) * k.typeSize, t.grid.dims, t.streams, links, m.gammaUsPerByte);
+}
+
+}  // namespace
+
+const Algorithm kTorusAlgorithm = {
+    "torus",
+    "AllReduce dimension-wise over a torus (host axes plus the ranks of a host), 2*D rotated bidirectional streams.",
+    supports, build, cost};
+
+}  // namespace nodus

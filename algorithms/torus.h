@@ -1,0 +1,5 @@
+#pragma once
+#include "algorithms/algorithm.h"
+namespace nodus {
+extern const Algorithm kTorusAlgorithm;
+}

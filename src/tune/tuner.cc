@@ -1,0 +1,172 @@
+#include "tune/tuner.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "algorithms/direct.h"
+
+namespace nodus {
+
+// Intra-host constants measured on this project's 2-core VMs over shm (see
+// docs/tuning.md): a step costs about 0.6 us of handshake, a pipelined slot
+// copy moves about 10 GB/s per rank, a reduction about 12 GB/s.
+CostModel CostModel::of(const PlanContext& ctx) {
+  CostModel m;
+  m.intraAlphaUs = 0.6;
+  m.intraBetaUsPerByte = 1.0 / 10000.0;
+  m.gammaUsPerByte = 1.0 / 12000.0;
+  m.alphaUs = m.intraAlphaUs;
+  m.betaUsPerByte = m.intraBetaUsPerByte;
+  const Topology* t = ctx.topo;
+  if (t == nullptr) return m;
+  const LinkSpec& link = t->fabric.link;
+  // A message on the fabric pays the link's latency plus about a
+  // microsecond of software on each side.
+  m.interAlphaUs = link.latencyUs + 2.0;
+  m.interBetaUsPerByte = 1.0 / (link.bandwidthGBs * 1000.0);
+  if (t->hosts.size() > 1) {
+    m.alphaUs = m.interAlphaUs;
+    m.betaUsPerByte = m.interBetaUsPerByte;
+  }
+  if (t->fabric.kind == FabricKind::FatTree && !t->fabric.oversubscription.empty()) {
+    int minLeaf = INT32_MAX, maxLeaf = -1;
+    for (const HostCoord& c : t->coords) minLeaf = std::min(minLeaf, c[0]), maxLeaf = std::max(maxLeaf, c[0]);
+    if (maxLeaf > minLeaf) m.uplinkSharing = t->fabric.oversubscription[0];
+  }
+  return m;
+}
+
+namespace {
+
+bool parseBytes(const std::string& s, uint64_t* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  const unsigned long long v = strtoull(s.c_str(), &end, 10);
+  uint64_t mult = 1;
+  if (*end == 'K' || *end == 'k') mult = 1ULL << 10, ++end;
+  else if (*end == 'M' || *end == 'm') mult = 1ULL << 20, ++end;
+  else if (*end == 'G' || *end == 'g') mult = 1ULL << 30, ++end;
+  if (*end == 'B') ++end;
+  if (end == s.c_str() || *end != '\0') return false;
+  *out = v * mult;
+  return true;
+}
+
+int collectiveByName(std::string s) {
+  for (char& c : s) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+  s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
+  for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter, Collective::Broadcast,
+                       Collective::Reduce}) {
+    std::string name = collectiveName(c);
+    for (char& ch : name) ch = static_cast<char>(tolower(static_cast<unsigned char>(ch)));
+    if (s == name) return static_cast<int>(c);
+  }
+  return s == "*" ? -2 : -3;  // -2: every collective; -3: not a collective
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t at; (at = s.find(sep, start)) != std::string::npos; start = at + 1) out.push_back(s.substr(start, at - start));
+  out.push_back(s.substr(start));
+  return out;
+}
+
+std::string knownAlgorithms() {
+  std::string names;
+  for (const Algorithm* a : algorithms()) names += std::string(names.empty() ? "" : ", ") + a->name;
+  return names;
+}
+
+}  // namespace
+
+Status AlgoSpec::parse(const std::string& text, AlgoSpec* out) {
+  AlgoSpec spec;
+  spec.text = text;
+  auto bad = [&](const std::string& part, const char* why) {
+    return makeError(nodusInvalidArgument, "NODUS_ALGO=%s: '%s': %s (form: [collective:][lo-hi:]algorithm,...;...; "
+                     "algorithms: %s)", text.c_str(), part.c_str(), why, knownAlgorithms().c_str());
+  };
+  for (const std::string& rule : split(text, ';')) {
+    if (rule.empty()) continue;
+    std::string body = rule;
+    int coll = -1;
+    const size_t colon = rule.find(':');
+    if (colon != std::string::npos) {
+      const int c = collectiveByName(rule.substr(0, colon));
+      if (c != -3) {
+        coll = c == -2 ? -1 : c;
+        body = rule.substr(colon + 1);
+      }
+    }
+    for (const std::string& entry : split(body, ',')) {
+      AlgoRule r;
+      r.coll = coll;
+      std::string name = entry;
+      const size_t c = entry.find(':');
+      if (c != std::string::npos) {
+        const std::string range = entry.substr(0, c);
+        name = entry.substr(c + 1);
+        const size_t dash = range.find('-');
+        if (dash == std::string::npos) return bad(entry, "a size range is lo-hi, e.g. 0-64K or 1M-");
+        const std::string lo = range.substr(0, dash), hi = range.substr(dash + 1);
+        if (!lo.empty() && !parseBytes(lo, &r.lo)) return bad(entry, "the range's lower end is not a size");
+        if (!hi.empty() && !parseBytes(hi, &r.hi)) return bad(entry, "the range's upper end is not a size");
+        if (r.lo >= r.hi) return bad(entry, "the range is empty");
+      }
+      r.algo = findAlgorithm(name.c_str());
+      if (r.algo == nullptr) return bad(entry, "names no algorithm");
+      spec.rules.push_back(r);
+    }
+  }
+  *out = std::move(spec);
+  return Status::ok();
+}
+
+const Algorithm* AlgoSpec::forcedFor(const PlanKey& key) const {
+  const uint64_t bytes = callBytes(key);
+  for (const AlgoRule& r : rules)
+    if ((r.coll < 0 || r.coll == static_cast<int>(key.coll)) && bytes >= r.lo && bytes < r.hi) return r.algo;
+  return nullptr;
+}
+
+uint64_t callBytes(const PlanKey& k) {
+  const uint64_t b = k.count * k.typeSize;
+  return (k.coll == Collective::AllGather || k.coll == Collective::ReduceScatter) ? b * static_cast<uint64_t>(k.nranks) : b;
+}
+
+std::string Choice::explain() const {
+  std::string s;
+  for (const Estimate& e : estimates) {
+    char buf[96];
+    snprintf(buf, sizeof(buf), "%s%s %.3gus%s", s.empty() ? "" : ", ", e.algo->name, e.us, e.algo == algo ? "*" : "");
+    s += buf;
+  }
+  return s + (forced ? " (forced by NODUS_ALGO)" : "");
+}
+
+Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpec& spec, Choice* out) {
+  Choice c;
+  const CostModel model = CostModel::of(ctx);
+  double best = std::numeric_limits<double>::infinity();
+  for (const Algorithm* a : algorithms()) {
+    if (!a->supports(key, ctx)) continue;
+    const double t = a->cost(key, ctx, model);
+    c.estimates.push_back({a, t});
+    // The single-round direct exchange stays below its size limit unless forced.
+    if (a == &kDirectAlgorithm && key.count * key.typeSize > ctx.directMaxBytes) continue;
+    if (t < best) best = t, c.algo = a;
+  }
+  if (const Algorithm* f = spec.forcedFor(key); f != nullptr && f->supports(key, ctx)) {
+    c.algo = f;
+    c.forced = true;
+  }
+  if (c.algo == nullptr) return makeError(nodusInternalError, "no algorithm implements %s", collectiveName(key.coll));
+  *out = std::move(c);
+  return Status::ok();
+}
+
+}  // namespace nodus
