@@ -39,6 +39,11 @@ struct CostModel {
   // How many flows share a leaf's uplinks when every host of a leaf sends
   // off-leaf at once (fat-tree oversubscription; 1 elsewhere).
   double uplinkSharing = 1.0;
+  // Latency of one message from rank a to rank b: intraAlphaUs inside a
+  // host, else software overhead plus the fabric latency of every link crossed.
+  const Topology* topo = nullptr;
+  double softwareUs = 2.0, hopUs = 1.0;
+  double alphaBetween(int a, int b) const;
   // The model for a communicator: measured intra-host constants, the fabric's links.
   static CostModel of(const PlanContext& ctx);
 };

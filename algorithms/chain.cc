@@ -3,6 +3,8 @@
 // all links busy at the same time.
 #include "algorithms/chain.h"
 
+#include <algorithm>
+
 #include "algorithms/plan_builder.h"
 
 namespace nodus {
@@ -12,7 +14,7 @@ bool supports(const PlanKey& k, const PlanContext&) {
   return k.coll == Collective::Broadcast || k.coll == Collective::Reduce;
 }
 
-Status build(const PlanKey& k, const PlanContext&, Plan& plan) {
+Status build(const PlanKey& k, const PlanContext& ctx, Plan& plan) {
   PlanBuilder b(plan);
   const int p = k.nranks;
   const uint64_t n = k.count;
@@ -20,9 +22,13 @@ Status build(const PlanKey& k, const PlanContext&, Plan& plan) {
     buildSelf(k, plan);
     return Status::ok();
   }
-  const int pos = modRank(k.rank - k.root, p);  // distance from the root along the ring
-  const int next = modRank(k.rank + 1, p);
-  const int prev = modRank(k.rank - 1, p);
+  // Walk the topology's ring order, starting at the root.
+  const std::vector<int> order = ringOrder(ctx, p);
+  auto place = [&](int r) { return static_cast<int>(std::find(order.begin(), order.end(), r) - order.begin()); };
+  const int me = place(k.rank), rootPlace = place(k.root);
+  const int pos = modRank(me - rootPlace, p);  // distance from the root along the ring
+  const int next = order[modRank(me + 1, p)];
+  const int prev = order[modRank(me - 1, p)];
   const Range in{Buf::Send, 0}, out{Buf::Recv, 0};
   if (k.coll == Collective::Broadcast) {
     if (pos == 0) {
@@ -48,10 +54,13 @@ Status build(const PlanKey& k, const PlanContext&, Plan& plan) {
 
 double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double p = k.nranks;
+  const std::vector<int> order = ringOrder(ctx, k.nranks);
+  double alpha = 0;
+  for (size_t i = 0; i + 1 < order.size(); ++i) alpha = std::max(alpha, m.alphaBetween(order[i], order[i + 1]));
   const double bytes = static_cast<double>(k.count) * k.typeSize;
   const double slice = ctx.sliceBytes ? std::min<double>(bytes, ctx.sliceBytes) : bytes;
   // Pipeline fill (p-2 slices) plus the whole message over one link.
-  return (p - 1) * m.alphaUs + (bytes + (p - 2) * slice) * m.betaUsPerByte +
+  return (p - 1) * alpha + (bytes + (p - 2) * slice) * m.betaUsPerByte +
          (k.coll == Collective::Reduce ? bytes * m.gammaUsPerByte : 0.0);
 }
 

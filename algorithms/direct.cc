@@ -4,6 +4,8 @@
 // rank gets bitwise the same result.
 #include "algorithms/direct.h"
 
+#include <algorithm>
+
 #include "algorithms/plan_builder.h"
 
 namespace nodus {
@@ -51,7 +53,9 @@ Status build(const PlanKey& k, const PlanContext&, Plan& plan) {
 double cost(const PlanKey& k, const PlanContext&, const CostModel& m) {
   const double p = k.nranks;
   const double bytes = static_cast<double>(k.count) * k.typeSize;
-  return m.alphaUs + (p - 1) * bytes * (m.betaUsPerByte + m.gammaUsPerByte);
+  double alpha = m.alphaUs;
+  for (int r = 1; r < k.nranks; ++r) alpha = std::max(alpha, m.alphaBetween(0, r));
+  return alpha + (p - 1) * bytes * (m.betaUsPerByte + m.gammaUsPerByte);
 }
 
 }  // namespace

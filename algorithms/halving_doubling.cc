@@ -173,23 +173,30 @@ Status build(const PlanKey& k, const PlanContext&, Plan& plan) {
 double cost(const PlanKey& k, const PlanContext&, const CostModel& m) {
   const Fold f(k.nranks);
   const double bytes = static_cast<double>(k.count) * k.typeSize;
-  const double lg = std::log2(static_cast<double>(f.pp));
   const double frac = (f.pp - 1.0) / f.pp;
   const double fold = f.r > 0 ? 1.0 : 0.0;
   // Unlike a ring, a send is not fused with the reduction before it and a
   // phase waits for the whole previous one: each byte sent costs a second
   // pass. Far partners cross a fat-tree's shared uplinks all at once.
   const double beta = 1.5 * m.betaUsPerByte * m.uplinkSharing;
+  // Latencies of virtual rank 0's exchanges (one per distance), and the fold.
+  double exchange = 0;
+  for (int mask = 1; mask < f.pp; mask *= 2) exchange += m.alphaBetween(f.real(0), f.real(mask));
+  const double folding = f.r > 0 ? m.alphaBetween(0, 1) : 0.0;
   switch (k.coll) {
     case Collective::AllReduce:
-      return 2 * (lg + fold) * m.alphaUs + (2 * frac + 2 * fold) * bytes * beta +
+      return 2 * (exchange + folding) + (2 * frac + 2 * fold) * bytes * beta +
              (frac + fold) * bytes * m.gammaUsPerByte;
     case Collective::ReduceScatter: {
       const double total = bytes * k.nranks;
-      return (lg + 2 * fold) * m.alphaUs + (frac + fold) * total * beta + (frac + fold) * total * m.gammaUsPerByte;
+      return exchange + 2 * folding + (frac + fold) * total * beta + (frac + fold) * total * m.gammaUsPerByte;
     }
     default:
-      return std::ceil(std::log2(static_cast<double>(k.nranks))) * m.alphaUs + (k.nranks - 1.0) * bytes * beta;
+    {
+      double bruck = 0;
+      for (int d = 1; d < k.nranks; d *= 2) bruck += m.alphaBetween(0, d);
+      return bruck + (k.nranks - 1.0) * bytes * beta;
+    }
   }
 }
 

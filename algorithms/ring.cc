@@ -91,15 +91,18 @@ Status build(const PlanKey& k, const PlanContext& ctx, Plan& plan) {
   return Status::ok();
 }
 
-double cost(const PlanKey& k, const PlanContext&, const CostModel& m) {
+double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double p = k.nranks;
   const double bytes = static_cast<double>(k.count) * k.typeSize;
+  // Every step waits for the slowest hop of the ring.
+  const std::vector<int> order = ringOrder(ctx, k.nranks);
+  double alpha = 0;
+  for (size_t i = 0; i < order.size(); ++i) alpha = std::max(alpha, m.alphaBetween(order[i], order[(i + 1) % order.size()]));
   // Per rank and pass: p-1 messages of 1/p of the data (AllReduce: two passes).
   const double passData = (k.coll == Collective::AllReduce) ? bytes : bytes * (k.coll == Collective::AllGather ? p : 1.0);
   const double passes = (k.coll == Collective::AllReduce) ? 2.0 : 1.0;
   const double reduced = (k.coll == Collective::AllGather) ? 0.0 : (p - 1) / p * passData;
-  return passes * ((p - 1) * m.alphaUs + (p - 1) / p * passData * m.betaUsPerByte) +
-         reduced * m.gammaUsPerByte;
+  return passes * ((p - 1) * alpha + (p - 1) / p * passData * m.betaUsPerByte) + reduced * m.gammaUsPerByte;
 }
 
 }  // namespace

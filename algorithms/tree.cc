@@ -196,14 +196,44 @@ Status build(const PlanKey& k, const PlanContext& ctx, Plan& plan) {
   return Status::ok();
 }
 
+// Latency from the deepest leaf of tree 1 to its root, hop by hop.
+double pathLatency(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
+  const DoubleTree dt = makeTrees(k, ctx);
+  std::vector<double> lat(static_cast<size_t>(k.nranks) + 1, -1);
+  double worst = 0;
+  for (int x = 1; x <= k.nranks; ++x) {
+    // Walk up until a label whose latency is known (the root: 0).
+    std::vector<int> path;
+    int y = x;
+    while (lat[static_cast<size_t>(y)] < 0) {
+      path.push_back(y);
+      const int up = binaryTreeParent(y, k.nranks);
+      if (up == 0) {
+        lat[static_cast<size_t>(y)] = 0;
+        path.pop_back();
+        break;
+      }
+      y = up;
+    }
+    for (size_t i = path.size(); i-- > 0;) {
+      const int c = path[i], par = binaryTreeParent(c, k.nranks);
+      lat[static_cast<size_t>(c)] =
+          lat[static_cast<size_t>(par)] + m.alphaBetween(dt.order[static_cast<size_t>(c - 1)], dt.order[static_cast<size_t>(par - 1)]);
+    }
+    worst = std::max(worst, lat[static_cast<size_t>(x)]);
+  }
+  return worst;
+}
+
 double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double bytes = static_cast<double>(k.count) * k.typeSize;
   const double depth = binaryTreeDepth(k.nranks);
+  const double path = pathLatency(k, ctx, m);
   const double slice = ctx.sliceBytes ? std::min<double>(bytes / 2, ctx.sliceBytes) : bytes / 2;
   // Each phase: a slice crosses `depth` levels, then the rest streams behind
   // it; an inner node forwards its half to two children.
   const double beta = m.betaUsPerByte * m.uplinkSharing;
-  const double phase = depth * (m.alphaUs + slice * beta) + bytes * beta;
+  const double phase = path + depth * slice * beta + bytes * beta;
   const double phases = k.coll == Collective::AllReduce ? 2.0 : 1.0;
   const double hop = k.coll == Collective::AllReduce ? 0.0 : m.alphaUs + bytes / 2 * beta;
   return phases * phase + hop + (k.coll == Collective::Broadcast ? 0.0 : bytes * m.gammaUsPerByte);

@@ -202,6 +202,28 @@ nodusResult_t nodusRequestFree(nodusRequest_t request);
 nodusResult_t nodusGroupStart(void);
 nodusResult_t nodusGroupEnd(void);
 
+/* ---- Introspection (tools: nodus-perf -a, nodus-topo) --------------------- */
+typedef enum {
+  nodusCollAllReduce = 0,
+  nodusCollAllGather = 1,
+  nodusCollReduceScatter = 2,
+  nodusCollBroadcast = 3,
+  nodusCollReduce = 4,
+  nodusNumColls = 5,
+  nodusCollectiveEnumMin_ = -0x7fffffff - 1, /* not collectives: see nodusResultEnumMin_ */
+  nodusCollectiveEnumMax_ = 0x7fffffff
+} nodusCollective_t;
+
+/* Comma-separated names of the algorithms this library implements, the
+ * values NODUS_ALGO accepts. */
+const char* nodusAlgorithmNames(void);
+
+/* The algorithm `comm` uses for a call with these arguments (count as the
+ * collective takes it; root ignored where there is none), NODUS_ALGO
+ * included. *name stays valid while the library is loaded. */
+nodusResult_t nodusCommGetAlgorithm(nodusComm_t comm, nodusCollective_t coll, size_t count,
+                                    nodusDataType_t datatype, int root, const char** name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+#include <string>
 
 #include "core/comm.h"
 #include "core/dtype.h"
@@ -372,6 +373,41 @@ nodusResult_t nodusGroupEnd(void) {
     for (Task& t : tasks) t.comm->setLastError(s.message());
     return fail(none, s);
   }
+  return nodusSuccess;
+}
+
+const char* nodusAlgorithmNames(void) {
+  static const std::string names = [] {
+    std::string n;
+    for (const Algorithm* a : algorithms()) {
+      if (!n.empty()) n.push_back(',');
+      n.append(a->name);
+    }
+    return n;
+  }();
+  return names.c_str();
+}
+
+nodusResult_t nodusCommGetAlgorithm(nodusComm_t comm, nodusCollective_t coll, size_t count, nodusDataType_t datatype,
+                                    int root, const char** name) {
+  Status s = checkComm(comm);
+  if (s.isOk() && name == nullptr) s = makeError(nodusInvalidArgument, "name is NULL");
+  if (s.isOk() && (coll < 0 || coll >= nodusNumColls))
+    s = makeError(nodusInvalidArgument, "unknown collective %d", static_cast<int>(coll));
+  if (s.isOk() && !validType(datatype)) s = makeError(nodusInvalidArgument, "unknown data type %d", static_cast<int>(datatype));
+  if (!s.isOk()) return fail(comm, s);
+  static const Collective kColl[] = {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
+                                     Collective::Broadcast, Collective::Reduce};
+  Comm& impl = *comm->impl;
+  const Collective c = kColl[coll];
+  const bool rooted = c == Collective::Broadcast || c == Collective::Reduce;
+  if (rooted && (root < 0 || root >= impl.nranks()))
+    return fail(comm, makeError(nodusInvalidArgument, "root %d is out of range [0, %d)", root, impl.nranks()));
+  PlanKey key{c, impl.nranks(), impl.rank(), count, static_cast<uint32_t>(typeSize(datatype)), rooted ? root : 0, false};
+  Choice choice;
+  s = impl.choose(key, &choice);
+  if (!s.isOk()) return fail(comm, s);
+  *name = choice.algo->name;
   return nodusSuccess;
 }
 

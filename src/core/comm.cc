@@ -265,11 +265,7 @@ Status Comm::plan(const PlanKey& key, std::shared_ptr<const Plan>* out) {
     *out = it->second;
     return Status::ok();
   }
-  PlanContext ctx;
-  ctx.sliceBytes = cfg_.sliceBytes;
-  ctx.slots = cfg_.slots;
-  ctx.directMaxBytes = cfg_.directMaxBytes;
-  ctx.topo = &topo_;
+  const PlanContext ctx = planContext();
   Choice choice;
   NODUS_TRY(chooseAlgorithm(key, ctx, cfg_.algoSpec, &choice));
   const Algorithm* algo = choice.algo;
@@ -286,6 +282,19 @@ Status Comm::plan(const PlanKey& key, std::shared_ptr<const Plan>* out) {
   plans_.emplace(key, p);
   *out = std::move(p);
   return Status::ok();
+}
+
+PlanContext Comm::planContext() const {
+  PlanContext ctx;
+  ctx.sliceBytes = cfg_.sliceBytes;
+  ctx.slots = cfg_.slots;
+  ctx.directMaxBytes = cfg_.directMaxBytes;
+  ctx.topo = &topo_;
+  return ctx;
+}
+
+Status Comm::choose(const PlanKey& key, Choice* out) const {
+  return chooseAlgorithm(key, planContext(), cfg_.algoSpec, out);
 }
 
 Status Comm::scratch(size_t bytes, std::byte** out) {

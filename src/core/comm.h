@@ -52,6 +52,9 @@ class Comm {
   const CommConfig& config() const { return cfg_; }
   const Topology& topology() const { return topo_; }
 
+  // What algorithms see of this communicator, and the tuner's choice for a call.
+  PlanContext planContext() const;
+  Status choose(const PlanKey& key, Choice* out) const;
   // The plan for a call signature (cached).
   Status plan(const PlanKey& key, std::shared_ptr<const Plan>* out);
   // Scratch of at least `bytes`, allocated and faulted in once, grown rarely.

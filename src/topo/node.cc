@@ -27,7 +27,8 @@ std::vector<const NicInfo*> NodeInfo::nicsNear(int numaNode) const {
 std::string NodeInfo::describe() const {
   std::ostringstream o;
   o << "node (" << source << "): " << packages << " package(s), " << numa.size() << " NUMA node(s), " << cores
-    << " core(s), " << pus << " PU(s), L3 " << (l3Bytes >> 20) << " MiB\n";
+    << " core(s), " << pus << " PU(s), L3 " << (l3Bytes >> 20) << " MiB"
+    << (accelerators ? ", " + std::to_string(accelerators) + " accelerator(s)" : "") << "\n";
   for (const NumaInfo& n : numa)
     o << "  NUMA " << n.index << ": " << n.cores << " core(s), " << (n.memoryBytes >> 20) << " MiB\n";
   for (const NicInfo& n : nics)
@@ -89,6 +90,7 @@ Status load(const char* xml, NodeInfo* out) {
   }
   for (hwloc_obj_t o = hwloc_get_next_osdev(raw, nullptr); o != nullptr; o = hwloc_get_next_osdev(raw, o)) {
     const auto type = o->attr->osdev.type;
+    n.accelerators += type == HWLOC_OBJ_OSDEV_COPROC || type == HWLOC_OBJ_OSDEV_GPU;
     if (type != HWLOC_OBJ_OSDEV_NETWORK && type != HWLOC_OBJ_OSDEV_OPENFABRICS) continue;
     NicInfo nic;
     nic.name = o->name ? o->name : "?";

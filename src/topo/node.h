@@ -29,6 +29,7 @@ struct NodeInfo {
   std::string source;  // "this machine" or the XML file
   int packages = 0, cores = 0, pus = 0;
   uint64_t l3Bytes = 0;  // largest last-level cache
+  int accelerators = 0;  // GPUs and co-processors hwloc reports
   std::vector<NumaInfo> numa;
   std::vector<NicInfo> nics;
   // Logical NUMA index of each PU by OS index (-1 where unknown).

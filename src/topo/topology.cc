@@ -1,6 +1,7 @@
 #include "topo/topology.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -25,6 +26,34 @@ std::vector<uint64_t> snakeOrder(const std::vector<int>& dims) {
     order[i] = index;
   }
   return order;
+}
+
+int Topology::hops(int a, int b) const {
+  const int ha = hostOf[static_cast<size_t>(a)], hb = hostOf[static_cast<size_t>(b)];
+  if (ha == hb) return 0;
+  const HostCoord& ca = coords[static_cast<size_t>(ha)];
+  const HostCoord& cb = coords[static_cast<size_t>(hb)];
+  switch (fabric.kind) {
+    case FabricKind::Torus: {
+      int h = 0;
+      for (size_t d = 0; d < fabric.dims.size(); ++d) {
+        const int diff = std::abs(ca[d] - cb[d]);
+        h += fabric.wrap[d] ? std::min(diff, fabric.dims[d] - diff) : diff;
+      }
+      return h;
+    }
+    case FabricKind::FatTree: {
+      // Up to the lowest switch both hosts hang under, and down again.
+      int la = ca[0], lb = cb[0];
+      for (size_t level = 1; level < fabric.radix.size() + 1; ++level) {
+        if (la == lb) return static_cast<int>(2 * level);
+        if (level < fabric.radix.size()) la /= fabric.radix[level], lb /= fabric.radix[level];
+      }
+      return static_cast<int>(2 * (fabric.radix.size() + 1));
+    }
+    case FabricKind::Flat: return 1;
+  }
+  return 1;
 }
 
 int Topology::ranksPerHost() const {

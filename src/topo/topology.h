@@ -33,6 +33,9 @@ struct Topology {
   std::vector<int> ringOrder;            // every rank once, neighbours close
   std::vector<int> hostOrder;            // hosts in the order the ring visits them
 
+  // Fabric links a message between two ranks crosses (0 inside a host):
+  // torus Manhattan distance with wrap-around, fat-tree switch hops.
+  int hops(int a, int b) const;
   // Equal ranks on every host: that count, else 0.
   int ranksPerHost() const;
   // The rank torus, when the fabric is a torus whose every place holds one

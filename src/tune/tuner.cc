@@ -22,10 +22,12 @@ CostModel CostModel::of(const PlanContext& ctx) {
   m.betaUsPerByte = m.intraBetaUsPerByte;
   const Topology* t = ctx.topo;
   if (t == nullptr) return m;
+  m.topo = t;
   const LinkSpec& link = t->fabric.link;
-  // A message on the fabric pays the link's latency plus about a
-  // microsecond of software on each side.
-  m.interAlphaUs = link.latencyUs + 2.0;
+  // A message on the fabric pays the latency of each link it crosses plus
+  // about a microsecond of software on each side.
+  m.hopUs = link.latencyUs;
+  m.interAlphaUs = m.softwareUs + link.latencyUs;
   m.interBetaUsPerByte = 1.0 / (link.bandwidthGBs * 1000.0);
   if (t->hosts.size() > 1) {
     m.alphaUs = m.interAlphaUs;
@@ -37,6 +39,12 @@ CostModel CostModel::of(const PlanContext& ctx) {
     if (maxLeaf > minLeaf) m.uplinkSharing = t->fabric.oversubscription[0];
   }
   return m;
+}
+
+double CostModel::alphaBetween(int a, int b) const {
+  if (topo == nullptr || a == b) return alphaUs;
+  const int h = topo->hops(a, b);
+  return h == 0 ? intraAlphaUs : softwareUs + h * hopUs;
 }
 
 namespace {

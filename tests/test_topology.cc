@@ -1,0 +1,350 @@
+// The topology layer: hwloc fixtures, fabric files (good and each kind of
+// mistake), host placement, hop distances, NODUS_ALGO rules and the tuner's
+// choices on given fabrics.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "topo/fabric.h"
+#include "topo/node.h"
+#include "topo/topology.h"
+#include "tune/tuner.h"
+
+using namespace nodus;
+
+namespace {
+
+std::string fixture(const char* name) { return std::string(NODUS_TEST_DIR) + "/topo/" + name; }
+
+FabricConfig parseOk(const std::string& yaml) {
+  FabricConfig f;
+  Status s = parseFabric(yaml, "test.yaml", &f);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  return f;
+}
+
+// The error message for a bad file, which must name the file.
+std::string parseError(const std::string& yaml) {
+  FabricConfig f;
+  Status s = parseFabric(yaml, "bad.yaml", &f);
+  EXPECT_FALSE(s.isOk()) << "accepted:\n" << yaml;
+  EXPECT_EQ(s.code(), nodusInvalidArgument);
+  EXPECT_NE(s.message().find("bad.yaml:"), std::string::npos) << s.message();
+  return s.message();
+}
+
+FabricConfig torusDims(const std::string& dims) {
+  std::string list = dims;
+  for (char& c : list)
+    if (c == 'x') c = ',';
+  return parseOk("fabric: torus\ndims: [" + list + "]\n");
+}
+
+Topology build(const FabricConfig& f, int hosts, int local, const std::vector<std::string>& names = {}) {
+  std::vector<std::string> hostOfRank;
+  std::vector<int> numa;
+  for (int h = 0; h < hosts; ++h)
+    for (int l = 0; l < local; ++l) {
+      hostOfRank.push_back(names.empty() ? "h" + std::to_string(h) : names[static_cast<size_t>(h)]);
+      numa.push_back(0);
+    }
+  Topology t;
+  Status s = Topology::build(f, hostOfRank, numa, &t);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  return t;
+}
+
+const char* pick(const Topology& t, Collective coll, uint64_t bytes, const std::string& algo = "") {
+  PlanContext ctx;
+  ctx.sliceBytes = 128 << 10;
+  ctx.slots = 8;
+  ctx.directMaxBytes = 64 << 10;
+  ctx.topo = &t;
+  AlgoSpec spec;
+  EXPECT_TRUE(AlgoSpec::parse(algo, &spec).isOk());
+  const uint64_t perRank = (coll == Collective::AllGather || coll == Collective::ReduceScatter) ? bytes / t.nranks : bytes;
+  Choice c;
+  Status s = chooseAlgorithm(PlanKey{coll, t.nranks, 0, perRank / 4, 4, 0, false}, ctx, spec, &c);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  return c.algo ? c.algo->name : "";
+}
+
+}  // namespace
+
+// ---- Node (hwloc) ----------------------------------------------------------------
+
+TEST(Node, TwoSocketFourNumaTwoNics) {
+  NodeInfo n;
+  ASSERT_TRUE(loadNodeXml(fixture("two-socket-4numa-2nic.xml"), &n).isOk());
+  EXPECT_EQ(n.packages, 2);
+  EXPECT_EQ(n.numa.size(), 4u);
+  EXPECT_EQ(n.cores, 32);
+  EXPECT_EQ(n.pus, 64);
+  for (const NumaInfo& m : n.numa) EXPECT_EQ(m.cores, 8);
+  // ib0 and mlx5_0 are one adapter: one NIC, known by its RDMA name.
+  ASSERT_EQ(n.nics.size(), 2u);
+  EXPECT_EQ(n.nics[0].name, "mlx5_0");
+  EXPECT_TRUE(n.nics[0].rdma);
+  EXPECT_EQ(n.nics[0].numa, 0);
+  EXPECT_EQ(n.nics[1].name, "mlx5_1");
+  EXPECT_EQ(n.nics[1].numa, 2);
+  // A rank on NUMA 3 (package 1) gets the NIC on its own package's NUMA 2
+  // before the far one; on NUMA 0, mlx5_0.
+  EXPECT_EQ(n.nicsNear(2)[0]->name, "mlx5_1");
+  EXPECT_EQ(n.nicsNear(0)[0]->name, "mlx5_0");
+  // PUs map to their NUMA node.
+  EXPECT_EQ(n.numaOfCpu(n.numa[3].pus.front()), 3);
+}
+
+TEST(Node, EightAcceleratorsFourNics) {
+  NodeInfo n;
+  ASSERT_TRUE(loadNodeXml(fixture("eight-accel-4nic.xml"), &n).isOk());
+  EXPECT_EQ(n.numa.size(), 2u);
+  EXPECT_EQ(n.accelerators, 8);
+  ASSERT_EQ(n.nics.size(), 4u);
+  int near0 = 0;
+  for (const NicInfo& nic : n.nics) {
+    EXPECT_TRUE(nic.rdma);
+    near0 += nic.numa == 0;
+  }
+  EXPECT_EQ(near0, 2);
+  EXPECT_EQ(n.nicsNear(1)[0]->numa, 1);
+}
+
+TEST(Node, OneCoreVm) {
+  NodeInfo n;
+  ASSERT_TRUE(loadNodeXml(fixture("one-core-vm.xml"), &n).isOk());
+  EXPECT_EQ(n.cores, 1);
+  EXPECT_EQ(n.numa.size(), 1u);
+  ASSERT_EQ(n.nics.size(), 1u);
+  EXPECT_EQ(n.nics[0].name, "eth0");
+  EXPECT_FALSE(n.nics[0].rdma);
+}
+
+TEST(Node, ThisMachineAndMissingXml) {
+  NodeInfo n;
+  ASSERT_TRUE(detectNode(&n).isOk());
+  EXPECT_GE(n.cores, 1);
+  EXPECT_GE(n.numa.size(), 1u);
+  Status s = loadNodeXml("/nonexistent/topo.xml", &n);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("/nonexistent/topo.xml"), std::string::npos) << s.message();
+}
+
+// ---- Fabric files --------------------------------------------------------------------
+
+TEST(Fabric, TorusFile) {
+  FabricConfig f = parseOk(
+      "fabric: torus\n"
+      "dims: [4, 3, 2]\n"
+      "wrap: [true, true, false]\n"
+      "link: {bandwidth: 200Gb/s, latency: 500ns}\n");
+  EXPECT_EQ(f.kind, FabricKind::Torus);
+  EXPECT_EQ(f.dims, (std::vector<int>{4, 3, 2}));
+  EXPECT_EQ(f.wrap, (std::vector<bool>{true, true, false}));
+  EXPECT_DOUBLE_EQ(f.link.bandwidthGBs, 25.0);
+  EXPECT_DOUBLE_EQ(f.link.latencyUs, 0.5);
+  EXPECT_EQ(f.capacity(), 24u);
+}
+
+TEST(Fabric, FatTreeFileWithNamedHosts) {
+  FabricConfig f = parseOk(
+      "# two leaves of two hosts\n"
+      "fabric: fat-tree\n"
+      "radix: [2, 2]\n"
+      "oversubscription: [4, 1]\n"
+      "hosts:\n"
+      "  - {name: a, leaf: 1}\n"
+      "  - {name: b, leaf: 0}\n"
+      "  - {name: c, leaf: 1}\n");
+  EXPECT_EQ(f.kind, FabricKind::FatTree);
+  EXPECT_EQ(f.radix, (std::vector<int>{2, 2}));
+  EXPECT_DOUBLE_EQ(f.oversubscription[0], 4.0);
+  std::vector<HostCoord> c;
+  ASSERT_TRUE(placeHosts(f, {"b", "c", "a"}, &c).isOk());
+  EXPECT_EQ(c[0][0], 0);
+  EXPECT_EQ(c[1][0], 1);
+  EXPECT_EQ(c[2][0], 1);
+  Status s = placeHosts(f, {"b", "zz"}, &c);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("'zz' is not listed"), std::string::npos) << s.message();
+}
+
+TEST(Fabric, EveryKindOfMistakeNamesLineAndField) {
+  struct Bad {
+    const char* yaml;
+    const char* expect;  // in the message
+  } cases[] = {
+      {"fabric: hypercube\n", ":1: field 'fabric': unknown fabric 'hypercube'"},
+      {"fabric: torus\n", "field 'dims': missing"},
+      {"fabric: torus\ndims: [4, 0]\n", ":2: field 'dims': must be at least 1"},
+      {"fabric: torus\ndims: [4, x]\n", ":2: field 'dims': expected a whole number"},
+      {"fabric: torus\ndims: [2, 2, 2, 2]\n", "expected a list of 1 to 3 sizes"},
+      {"fabric: torus\ndims: [4]\ndim: [4]\n", ":3: field 'dim': unknown field"},
+      {"fabric: torus\ndims: [4]\nwrap: [true, false]\n", ":3: field 'wrap': expected true/false or one per dimension"},
+      {"fabric: torus\ndims: [4]\nlink: {bandwidth: fast}\n", ":3: field 'link.bandwidth'"},
+      {"fabric: torus\ndims: [4]\nlink: {bandwidth: 10 furlongs}\n", "unknown bandwidth unit 'furlongs'"},
+      {"fabric: torus\ndims: [4]\nlink: {latency: 3 fortnights}\n", "unknown latency unit"},
+      {"fabric: torus\ndims: [2, 2]\nhosts:\n  - {name: a, coord: [0, 2]}\n", ":4: field 'hosts[0].coord': coordinate 2 is outside 0..1"},
+      {"fabric: torus\ndims: [2, 2]\nhosts:\n  - {name: a, coord: [0, 1]}\n  - {name: b, coord: [0, 1]}\n",
+       ":5: field 'hosts[1].coord': the same coordinates as hosts[0] ('a')"},
+      {"fabric: torus\ndims: [2, 2]\nhosts:\n  - {name: a, coord: [0]}\n", "field 'hosts[0].coord': expected 2 coordinates"},
+      {"fabric: torus\ndims: [2]\nhosts:\n  - {name: a, coord: [0]}\n  - {name: a, coord: [1]}\n", "host 'a' is listed twice"},
+      {"fabric: torus\ndims: [2]\nhosts: {pattern: 'n(\\d+)-(\\d+)'}\n", "has 2 capture groups; the fabric needs 1"},
+      {"fabric: torus\ndims: [2]\nhosts: {pattern: 'n(\\d+'}\n", "is not a regular expression"},
+      {"fabric: torus\ndims: [2]\nradix: [2]\n", ":3: field 'radix': applies to a fat-tree only"},
+      {"fabric: fat-tree\n", "field 'radix': missing"},
+      {"fabric: fat-tree\nradix: [2]\nhosts:\n  - {name: a, leaf: 0}\n  - {name: b, leaf: 0}\n  - {name: c, leaf: 0}\n",
+       ":6: field 'hosts[2].leaf': leaf 0 has more hosts than its radix 2"},
+      {"fabric: fat-tree\nradix: [2, 2]\noversubscription: [0.5, 1]\n", "field 'oversubscription': must be at least 1"},
+      {"fabric: flat\nhosts: in-order\n", "a flat fabric places no hosts"},
+      {"fabric: torus\ndims: [2\n", "bad.yaml:"},  // YAML syntax error, still located
+      {"- just\n- a list\n", "expected a map of fields"},
+  };
+  for (const Bad& b : cases) {
+    const std::string msg = parseError(b.yaml);
+    EXPECT_NE(msg.find(b.expect), std::string::npos) << "for:\n" << b.yaml << "got: " << msg;
+  }
+}
+
+TEST(Fabric, FileThatCannotBeReadIsNamed) {
+  FabricConfig f;
+  Status s = loadFabricFile("/nonexistent/fabric.yaml", &f);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("/nonexistent/fabric.yaml"), std::string::npos) << s.message();
+}
+
+TEST(Fabric, Environment) {
+  setenv("NODUS_TORUS_DIMS", "4x4x2", 1);
+  FabricConfig f;
+  ASSERT_TRUE(fabricFromEnvironment(&f).isOk());
+  EXPECT_EQ(f.kind, FabricKind::Torus);
+  EXPECT_EQ(f.dims, (std::vector<int>{4, 4, 2}));
+  setenv("NODUS_TORUS_DIMS", "4x-1", 1);
+  EXPECT_FALSE(fabricFromEnvironment(&f).isOk());
+  unsetenv("NODUS_TORUS_DIMS");
+  setenv("NODUS_FATTREE", "16x8:4x1", 1);
+  ASSERT_TRUE(fabricFromEnvironment(&f).isOk());
+  EXPECT_EQ(f.kind, FabricKind::FatTree);
+  EXPECT_EQ(f.radix, (std::vector<int>{16, 8}));
+  EXPECT_DOUBLE_EQ(f.oversubscription[0], 4.0);
+  setenv("NODUS_FATTREE", "16x8:4", 1);
+  EXPECT_FALSE(fabricFromEnvironment(&f).isOk());
+  unsetenv("NODUS_FATTREE");
+  ASSERT_TRUE(fabricFromEnvironment(&f).isOk());
+  EXPECT_EQ(f.kind, FabricKind::Flat);
+}
+
+// ---- Placement -------------------------------------------------------------------------
+
+TEST(Placement, RowMajorPatternAndTooManyHosts) {
+  FabricConfig t = parseOk("fabric: torus\ndims: [3, 2]\n");
+  std::vector<HostCoord> c;
+  ASSERT_TRUE(placeHosts(t, {"a", "b", "c", "d"}, &c).isOk());
+  EXPECT_EQ(c[1], (HostCoord{1, 0, 0}));
+  EXPECT_EQ(c[3], (HostCoord{0, 1, 0}));
+  Status s = placeHosts(t, std::vector<std::string>(7, "x"), &c);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("7 hosts do not fit"), std::string::npos) << s.message();
+
+  FabricConfig p = parseOk("fabric: torus\ndims: [3, 2]\nhosts: {pattern: 'node-(\\d+)-(\\d+)'}\n");
+  ASSERT_TRUE(placeHosts(p, {"node-2-1", "node-0-0"}, &c).isOk());
+  EXPECT_EQ(c[0], (HostCoord{2, 1, 0}));
+  EXPECT_EQ(c[1], (HostCoord{0, 0, 0}));
+  EXPECT_FALSE(placeHosts(p, {"node-3-0"}, &c).isOk());         // outside the torus
+  EXPECT_FALSE(placeHosts(p, {"node-1-1", "node-1-1x"}, &c).isOk());  // no match
+  s = placeHosts(p, {"node-1-1", "node-01-1"}, &c);               // duplicate place
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("the same coordinates"), std::string::npos) << s.message();
+}
+
+TEST(Placement, RingFollowsTheFabricAndNuma) {
+  // 2x2 torus, hosts in rank order: the ring snakes (0,0) (1,0) (1,1) (0,1).
+  const Topology t = build(parseOk("fabric: torus\ndims: [2, 2]\n"), 4, 1);
+  EXPECT_EQ(t.ringOrder, (std::vector<int>{0, 1, 3, 2}));
+  EXPECT_EQ(t.hops(0, 3), 2);
+  EXPECT_EQ(t.hops(0, 1), 1);
+  // Fat-tree: hosts grouped by leaf whatever the rank order.
+  const Topology f = build(parseOk("fabric: fat-tree\nradix: [2, 2]\nhosts:\n  - {name: a, leaf: 1}\n  - {name: b, leaf: 0}\n"
+                                   "  - {name: c, leaf: 1}\n  - {name: d, leaf: 0}\n"),
+                           4, 1, {"a", "b", "c", "d"});
+  EXPECT_EQ(f.ringOrder, (std::vector<int>{1, 3, 0, 2}));
+  EXPECT_EQ(f.hops(1, 3), 2);
+  EXPECT_EQ(f.hops(0, 1), 4);
+  // Inside a host, ranks on one NUMA node are neighbours.
+  Topology n;
+  ASSERT_TRUE(Topology::build(FabricConfig{}, {"x", "x", "x", "x"}, {1, 0, 1, 0}, &n).isOk());
+  EXPECT_EQ(n.ringOrder, (std::vector<int>{1, 3, 0, 2}));
+  // A 3x3x3 torus with two ranks per host is a 2x3x3x3 rank grid.
+  const Topology g = build(torusDims("3x3x3"), 27, 2);
+  RankGrid grid;
+  ASSERT_TRUE(g.rankGrid(&grid));
+  EXPECT_EQ(grid.dims, (std::vector<int>{2, 3, 3, 3}));
+  EXPECT_EQ(grid.size(), 54);
+}
+
+// ---- NODUS_ALGO ------------------------------------------------------------------------
+
+TEST(AlgoSpec, RulesPerCollectiveAndSize) {
+  AlgoSpec s;
+  ASSERT_TRUE(AlgoSpec::parse("allreduce:0-64K:tree,64K-:ring;allgather:halving-doubling;ring", &s).isOk());
+  const PlanKey small{Collective::AllReduce, 4, 0, 1000, 4, 0, false};    // 4000 B
+  const PlanKey large{Collective::AllReduce, 4, 0, 100000, 4, 0, false};  // 400 KB
+  const PlanKey gather{Collective::AllGather, 4, 0, 10, 4, 0, false};
+  const PlanKey scatter{Collective::ReduceScatter, 4, 0, 10, 4, 0, false};
+  EXPECT_STREQ(s.forcedFor(small)->name, "tree");
+  EXPECT_STREQ(s.forcedFor(large)->name, "ring");
+  EXPECT_STREQ(s.forcedFor(gather)->name, "halving-doubling");
+  EXPECT_STREQ(s.forcedFor(scatter)->name, "ring");  // the catch-all rule
+  AlgoSpec none;
+  ASSERT_TRUE(AlgoSpec::parse("", &none).isOk());
+  EXPECT_EQ(none.forcedFor(small), nullptr);
+  for (const char* bad : {"allreduce:0-64K:nosuch", "allreduce:64K-0:ring", "allreduce:1x-:ring", "allreduce:ring,tree:x"}) {
+    Status st = AlgoSpec::parse(bad, &s);
+    EXPECT_FALSE(st.isOk()) << bad;
+    EXPECT_NE(st.message().find("NODUS_ALGO"), std::string::npos) << st.message();
+  }
+}
+
+// ---- The tuner on given fabrics -----------------------------------------------------------
+
+TEST(Tuner, TorusWinsLargeAndLogStepAlgorithmsSmallOn8x8x8) {
+  const Topology t = build(torusDims("8x8x8"), 512, 1);
+  EXPECT_STREQ(pick(t, Collective::AllReduce, 256 << 20), "torus");
+  EXPECT_STREQ(pick(t, Collective::AllReduce, 32 << 20), "torus");
+  const std::string small = pick(t, Collective::AllReduce, 8);
+  EXPECT_TRUE(small == "tree" || small == "halving-doubling") << small;
+  EXPECT_STREQ(pick(t, Collective::Broadcast, 8), "tree");
+  // Forcing still wins over the model.
+  EXPECT_STREQ(pick(t, Collective::AllReduce, 256 << 20, "ring"), "ring");
+}
+
+TEST(Tuner, HierarchicalWinsOnAnOversubscribedFatTree) {
+  FabricConfig f = parseOk("fabric: fat-tree\nradix: [16, 32]\noversubscription: [4, 1]\n");
+  const Topology t = build(f, 64, 8);
+  EXPECT_STREQ(pick(t, Collective::AllReduce, 64 << 20), "hierarchical");
+  // Without oversubscription the shared uplinks stop hurting log-step algorithms.
+  FabricConfig full = parseOk("fabric: fat-tree\nradix: [16, 32]\n");
+  const Topology u = build(full, 64, 8);
+  PlanContext ctx;
+  ctx.topo = &u;
+  const CostModel fullModel = CostModel::of(ctx);
+  ctx.topo = &t;
+  const CostModel overModel = CostModel::of(ctx);
+  EXPECT_DOUBLE_EQ(fullModel.uplinkSharing, 1.0);
+  EXPECT_DOUBLE_EQ(overModel.uplinkSharing, 4.0);
+}
+
+TEST(Tuner, OneHostUsesIntraHostConstants) {
+  const Topology t = build(FabricConfig{}, 1, 8);
+  PlanContext ctx;
+  ctx.topo = &t;
+  const CostModel m = CostModel::of(ctx);
+  EXPECT_DOUBLE_EQ(m.alphaUs, m.intraAlphaUs);
+  EXPECT_DOUBLE_EQ(m.alphaBetween(0, 7), m.intraAlphaUs);
+  EXPECT_STREQ(pick(t, Collective::AllReduce, 64 << 20), "ring");
+  EXPECT_STREQ(pick(t, Collective::AllReduce, 8), "direct");
+}

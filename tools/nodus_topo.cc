@@ -1,0 +1,317 @@
+// nodus-topo: what nodus sees and would do. Prints the node (hwloc), the
+// fabric (NODUS_TOPO_FILE / NODUS_TORUS_DIMS / NODUS_FATTREE), where ranks go,
+// and for each collective and size the algorithm the tuner picks with its
+// predicted time. --json for scripts, --dot / --svg for a picture.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/params.h"
+#include "topo/fabric.h"
+#include "topo/node.h"
+#include "topo/topology.h"
+#include "tune/tuner.h"
+
+using namespace nodus;
+
+namespace {
+
+struct Options {
+  int hosts = 0;          // 0: as many as the fabric holds (flat: 1)
+  int ranksPerHost = 0;   // 0: 1 on a multi-host fabric, the node's cores on a flat one
+  std::vector<std::string> names;
+  uint64_t minBytes = 8, maxBytes = 1ULL << 30;
+  bool json = false;
+  std::string dot, svg;
+};
+
+void usage(FILE* f) {
+  fprintf(f,
+          "nodus-topo: the node, the fabric, rank placement and the tuner's choices\n\n"
+          "  --hosts N            hosts in the job (default: every place of the fabric; flat: 1)\n"
+          "  --ranks-per-host L   ranks on each host (default: 1, or the node's cores on a flat fabric)\n"
+          "  --hostnames a,b,...  host names in rank order (default: the fabric's list, else host0, host1, ...)\n"
+          "  -b SIZE, -e SIZE     size range for the tuner table (default 8 to 1G, x4 steps)\n"
+          "  --json               everything as JSON on stdout\n"
+          "  --dot FILE           the fabric and rank placement as a Graphviz graph\n"
+          "  --svg FILE           the same drawn as SVG (needs Graphviz's dot)\n"
+          "  -h, --help           this text\n\n"
+          "The fabric comes from NODUS_TOPO_FILE, NODUS_TORUS_DIMS or NODUS_FATTREE, the node\n"
+          "from hwloc (NODUS_HWLOC_XML to load an export); NODUS_ALGO applies as in a job.\n");
+}
+
+bool parseSize(const char* s, uint64_t* out) {
+  char* end = nullptr;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s) return false;
+  if (*end == 'K' || *end == 'k') v <<= 10, ++end;
+  else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
+  else if (*end == 'G' || *end == 'g') v <<= 30, ++end;
+  *out = v;
+  return *end == '\0' && v > 0;
+}
+
+std::string jsonString(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (c == '\n') o += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
+    else o += c;
+  }
+  return o + "\"";
+}
+
+const Collective kColls[] = {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
+                             Collective::Broadcast, Collective::Reduce};
+
+// The tuner's choice for a call of `bytes` (nccl-tests sizes) on rank 0.
+struct Row {
+  Collective coll;
+  uint64_t bytes;
+  Choice choice;
+};
+
+std::string dotGraph(const Topology& t) {
+  std::string g = "graph nodus {\n  graph [overlap=false, splines=true, fontname=\"Helvetica\"];\n"
+                  "  node [shape=box, style=rounded, fontname=\"Helvetica\", fontsize=10];\n";
+  g += "  label=" + jsonString(t.fabric.describe()) + ";\n";
+  auto hostLabel = [&](size_t h) {
+    std::string l = t.hosts[h];
+    if (t.fabric.kind == FabricKind::Torus) {
+      l += "\\n(";
+      for (size_t d = 0; d < t.fabric.dims.size(); ++d) l += (d ? "," : "") + std::to_string(t.coords[h][d]);
+      l += ")";
+    }
+    l += "\\nranks";
+    for (int r : t.ranksOf[h]) l += " " + std::to_string(r);
+    return l;
+  };
+  for (size_t h = 0; h < t.hosts.size(); ++h) g += "  h" + std::to_string(h) + " [label=\"" + hostLabel(h) + "\"];\n";
+  if (t.fabric.kind == FabricKind::Torus) {
+    std::vector<int> at(t.fabric.capacity(), -1);
+    auto index = [&](const HostCoord& c) {
+      uint64_t i = 0, stride = 1;
+      for (size_t d = 0; d < t.fabric.dims.size(); ++d) i += c[d] * stride, stride *= t.fabric.dims[d];
+      return i;
+    };
+    for (size_t h = 0; h < t.hosts.size(); ++h) at[index(t.coords[h])] = static_cast<int>(h);
+    for (size_t h = 0; h < t.hosts.size(); ++h) {
+      for (size_t d = 0; d < t.fabric.dims.size(); ++d) {
+        HostCoord c = t.coords[h];
+        if (t.fabric.dims[d] < 2) continue;
+        if (c[d] + 1 == t.fabric.dims[d] && (!t.fabric.wrap[d] || t.fabric.dims[d] == 2)) continue;
+        c[d] = (c[d] + 1) % t.fabric.dims[d];
+        const int other = at[index(c)];
+        if (other >= 0) g += "  h" + std::to_string(h) + " -- h" + std::to_string(other) + ";\n";
+      }
+    }
+  } else if (t.fabric.kind == FabricKind::FatTree) {
+    int maxLeaf = 0;
+    for (const HostCoord& c : t.coords) maxLeaf = std::max(maxLeaf, c[0]);
+    const int perPod = t.fabric.radix.size() > 1 ? t.fabric.radix[1] : maxLeaf + 1;
+    for (int l = 0; l <= maxLeaf; ++l) {
+      g += "  leaf" + std::to_string(l) + " [shape=ellipse, label=\"leaf " + std::to_string(l) + "\"];\n";
+      g += "  leaf" + std::to_string(l) + " -- spine" + std::to_string(l / perPod) + ";\n";
+    }
+    for (int s = 0; s <= maxLeaf / perPod; ++s)
+      g += "  spine" + std::to_string(s) + " [shape=ellipse, label=\"spine " + std::to_string(s) + "\"];\n";
+    for (size_t h = 0; h < t.hosts.size(); ++h) g += "  h" + std::to_string(h) + " -- leaf" + std::to_string(t.coords[h][0]) + ";\n";
+  } else {
+    g += "  net [shape=ellipse, label=\"network\"];\n";
+    for (size_t h = 0; h < t.hosts.size(); ++h) g += "  h" + std::to_string(h) + " -- net;\n";
+  }
+  return g + "}\n";
+}
+
+int run(const Options& o) {
+  NodeInfo node;
+  Status s = detectNode(&node);
+  if (!s.isOk()) {
+    fprintf(stderr, "nodus-topo: %s\n", s.message().c_str());
+    return 1;
+  }
+  FabricConfig fabric;
+  s = fabricFromEnvironment(&fabric);
+  if (!s.isOk()) {
+    fprintf(stderr, "nodus-topo: %s\n", s.message().c_str());
+    return 1;
+  }
+  int hosts = o.hosts;
+  if (hosts == 0) {
+    if (!o.names.empty()) hosts = static_cast<int>(o.names.size());
+    else if (fabric.placement == FabricConfig::Placement::ByName) hosts = static_cast<int>(fabric.named.size());
+    else hosts = fabric.kind == FabricKind::Flat ? 1 : static_cast<int>(std::min<uint64_t>(fabric.capacity(), 1 << 16));
+  }
+  const int local = o.ranksPerHost > 0 ? o.ranksPerHost : (fabric.kind == FabricKind::Flat ? std::max(1, node.cores) : 1);
+  std::vector<std::string> names = o.names;
+  if (names.empty() && fabric.placement == FabricConfig::Placement::ByName)
+    for (const auto& [name, c] : fabric.named) names.push_back(name);
+  if (names.empty())
+    for (int h = 0; h < hosts; ++h) names.push_back("host" + std::to_string(h));
+  if (static_cast<int>(names.size()) < hosts) {
+    fprintf(stderr, "nodus-topo: %d hosts but only %zu host names\n", hosts, names.size());
+    return 1;
+  }
+  std::vector<std::string> hostOfRank;
+  std::vector<int> numaOfRank;
+  const int numaCount = std::max<int>(1, static_cast<int>(node.numa.size()));
+  for (int h = 0; h < hosts; ++h)
+    for (int l = 0; l < local; ++l) {
+      hostOfRank.push_back(names[static_cast<size_t>(h)]);
+      numaOfRank.push_back(l * numaCount / local);  // ranks spread evenly over NUMA nodes
+    }
+  Topology topo;
+  s = Topology::build(fabric, hostOfRank, numaOfRank, &topo);
+  if (!s.isOk()) {
+    fprintf(stderr, "nodus-topo: %s\n", s.message().c_str());
+    return 1;
+  }
+  AlgoSpec spec;
+  s = AlgoSpec::parse(param::kAlgo.get(), &spec);
+  if (!s.isOk()) {
+    fprintf(stderr, "nodus-topo: %s\n", s.message().c_str());
+    return 1;
+  }
+  PlanContext ctx;
+  ctx.sliceBytes = static_cast<uint64_t>(param::kSlotBytes.get());
+  ctx.slots = static_cast<uint32_t>(param::kSlots.get());
+  ctx.directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
+  ctx.topo = &topo;
+  const int p = topo.nranks;
+  std::vector<Row> rows;
+  for (Collective c : kColls) {
+    for (uint64_t bytes = o.minBytes; bytes <= o.maxBytes; bytes *= 4) {
+      const uint64_t perRank = (c == Collective::AllGather || c == Collective::ReduceScatter) ? bytes / p : bytes;
+      const uint64_t count = perRank / 4;
+      if (count == 0) continue;
+      Row row{c, bytes, {}};
+      s = chooseAlgorithm(PlanKey{c, p, 0, count, 4, 0, false}, ctx, spec, &row.choice);
+      if (!s.isOk()) {
+        fprintf(stderr, "nodus-topo: %s\n", s.message().c_str());
+        return 1;
+      }
+      rows.push_back(std::move(row));
+      if (bytes > UINT64_MAX / 4) break;
+    }
+  }
+
+  if (!o.dot.empty() || !o.svg.empty()) {
+    const std::string g = dotGraph(topo);
+    const std::string dotPath = o.dot.empty() ? o.svg + ".dot" : o.dot;
+    FILE* f = fopen(dotPath.c_str(), "w");
+    if (f == nullptr || fwrite(g.data(), 1, g.size(), f) != g.size()) {
+      fprintf(stderr, "nodus-topo: cannot write %s\n", dotPath.c_str());
+      if (f) fclose(f);
+      return 1;
+    }
+    fclose(f);
+    if (!o.svg.empty()) {
+      const std::string engine = topo.fabric.kind == FabricKind::Torus ? "neato" : "dot";
+      const std::string cmd = engine + " -Tsvg -o '" + o.svg + "' '" + dotPath + "'";
+      if (system(cmd.c_str()) != 0) {
+        fprintf(stderr, "nodus-topo: '%s' failed (is Graphviz installed?)\n", cmd.c_str());
+        return 1;
+      }
+      if (o.dot.empty()) remove(dotPath.c_str());
+    }
+  }
+
+  if (o.json) {
+    printf("{\n  \"node\": {\"source\": %s, \"packages\": %d, \"numa\": %zu, \"cores\": %d, \"pus\": %d, \"l3_bytes\": %llu, \"nics\": [",
+           jsonString(node.source).c_str(), node.packages, node.numa.size(), node.cores, node.pus,
+           static_cast<unsigned long long>(node.l3Bytes));
+    for (size_t i = 0; i < node.nics.size(); ++i)
+      printf("%s{\"name\": %s, \"rdma\": %s, \"numa\": %d}", i ? ", " : "", jsonString(node.nics[i].name).c_str(),
+             node.nics[i].rdma ? "true" : "false", node.nics[i].numa);
+    printf("]},\n  \"fabric\": {\"kind\": \"%s\", \"description\": %s},\n", fabricKindName(fabric.kind),
+           jsonString(fabric.describe()).c_str());
+    printf("  \"hosts\": [");
+    for (size_t h = 0; h < topo.hosts.size(); ++h) {
+      printf("%s\n    {\"name\": %s, \"coord\": [%d, %d, %d], \"ranks\": [", h ? "," : "", jsonString(topo.hosts[h]).c_str(),
+             topo.coords[h][0], topo.coords[h][1], topo.coords[h][2]);
+      for (size_t i = 0; i < topo.ranksOf[h].size(); ++i) printf("%s%d", i ? ", " : "", topo.ranksOf[h][i]);
+      printf("]}");
+    }
+    printf("\n  ],\n  \"ring\": [");
+    for (size_t i = 0; i < topo.ringOrder.size(); ++i) printf("%s%d", i ? ", " : "", topo.ringOrder[i]);
+    printf("],\n  \"choices\": [");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      printf("%s\n    {\"collective\": \"%s\", \"bytes\": %llu, \"algorithm\": \"%s\", \"forced\": %s, \"estimates_us\": {", i ? "," : "",
+             collectiveName(r.coll), static_cast<unsigned long long>(r.bytes), r.choice.algo->name,
+             r.choice.forced ? "true" : "false");
+      for (size_t e = 0; e < r.choice.estimates.size(); ++e)
+        printf("%s\"%s\": %.6g", e ? ", " : "", r.choice.estimates[e].algo->name, r.choice.estimates[e].us);
+      printf("}}");
+    }
+    printf("\n  ]\n}\n");
+    return 0;
+  }
+
+  printf("%s\n", node.describe().c_str());
+  printf("%s\n\n", topo.describe().c_str());
+  printf("# tuner (rank 0 of %d; float32; predicted time, * = pick)\n", p);
+  printf("# %-14s %12s  %-16s %12s   %s\n", "collective", "bytes", "algorithm", "time (us)", "all estimates (us)");
+  for (const Row& r : rows) {
+    double t = 0;
+    std::string all;
+    for (const Estimate& e : r.choice.estimates) {
+      if (e.algo == r.choice.algo) t = e.us;
+      char buf[64];
+      snprintf(buf, sizeof(buf), "%s%s=%.4g", all.empty() ? "" : " ", e.algo->name, e.us);
+      all += buf;
+    }
+    printf("  %-14s %12llu  %-16s %12.4g   %s\n", collectiveName(r.coll), static_cast<unsigned long long>(r.bytes),
+           (std::string(r.choice.algo->name) + (r.choice.forced ? " (forced)" : "")).c_str(), t, all.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* what) -> const char* {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "nodus-topo: %s needs %s\n", a.c_str(), what);
+        exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      usage(stdout);
+      return 0;
+    } else if (a == "--hosts") {
+      o.hosts = atoi(value("a number"));
+      if (o.hosts < 1) return fprintf(stderr, "nodus-topo: --hosts must be at least 1\n"), 2;
+    } else if (a == "--ranks-per-host") {
+      o.ranksPerHost = atoi(value("a number"));
+      if (o.ranksPerHost < 1) return fprintf(stderr, "nodus-topo: --ranks-per-host must be at least 1\n"), 2;
+    } else if (a == "--hostnames") {
+      std::string list = value("a comma-separated list");
+      size_t start = 0;
+      for (size_t c; (c = list.find(',', start)) != std::string::npos; start = c + 1) o.names.push_back(list.substr(start, c - start));
+      o.names.push_back(list.substr(start));
+    } else if (a == "-b" || a == "-e") {
+      uint64_t v = 0;
+      if (!parseSize(value("a size"), &v)) return fprintf(stderr, "nodus-topo: %s: not a size\n", a.c_str()), 2;
+      (a == "-b" ? o.minBytes : o.maxBytes) = v;
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "--dot") {
+      o.dot = value("a file name");
+    } else if (a == "--svg") {
+      o.svg = value("a file name");
+    } else {
+      fprintf(stderr, "nodus-topo: unknown option %s\n", a.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  return run(o);
+}
