@@ -269,6 +269,67 @@ INSTANTIATE_TEST_SUITE_P(Settings, LoopbackForced,
                          ::testing::Combine(::testing::Range(0, 6), ::testing::Values(3, 4, 6)),
                          ForcedName);
 
+// ---- Topology-aware algorithms: threads posing as hosts ------------------------------
+
+struct Posed {
+  const char* name;
+  int nranks;
+  int ranksPerHost;
+  const char* torusDims;  // NODUS_TORUS_DIMS, or null
+  const char* fatTree;    // NODUS_FATTREE, or null
+  const char* algo;       // NODUS_ALGO
+  std::vector<Coll> colls;
+};
+
+const Posed& PosedSetting(int which) {
+  static const Posed kPosed[] = {
+      {"torus_3x3x3", 27, 1, "3x3x3", nullptr, "torus", {Coll::kAllReduce}},
+      {"torus_2x2_2local", 8, 2, "2x2", nullptr, "torus", {Coll::kAllReduce}},
+      {"torus_3x2_auto", 6, 1, "3x2", nullptr, nullptr, {}},
+      {"hierarchical_3hosts_2local", 6, 2, nullptr, "2x2", "hierarchical", {Coll::kAllReduce}},
+      {"hierarchical_2hosts_3local", 6, 3, nullptr, "4", "hierarchical", {Coll::kAllReduce}},
+      {"ring_snake_2x2x2", 8, 1, "2x2x2", nullptr, "ring", {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
+      {"tree_fattree", 6, 2, nullptr, "2x2", "tree", {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce}},
+  };
+  return kPosed[which];
+}
+
+class LoopbackTopology : public ::testing::TestWithParam<int> {};
+
+// Every rank a thread, NODUS_HOSTID giving each its host: the communicator
+// builds the fabric's topology and the forced algorithm runs on it.
+TEST_P(LoopbackTopology, ReducedMatrix) {
+  const Posed& f = PosedSetting(GetParam());
+  Watchdog watchdog(std::string("posed hosts ") + f.name, seconds(280));
+  std::string hosts;
+  for (int r = 0; r < f.nranks; ++r) hosts += (r ? "," : "") + std::string("host") + std::to_string(r / f.ranksPerHost);
+  std::vector<std::unique_ptr<ScopedEnv>> env;
+  env.push_back(std::make_unique<ScopedEnv>("NODUS_TIMEOUT_MS", "60000"));
+  env.push_back(std::make_unique<ScopedEnv>("NODUS_HOSTID", hosts.c_str()));
+  if (f.torusDims) env.push_back(std::make_unique<ScopedEnv>("NODUS_TORUS_DIMS", f.torusDims));
+  if (f.fatTree) env.push_back(std::make_unique<ScopedEnv>("NODUS_FATTREE", f.fatTree));
+  if (f.algo) env.push_back(std::make_unique<ScopedEnv>("NODUS_ALGO", f.algo));
+  LoopbackComms comms(f.nranks);
+  ASSERT_TRUE(comms.ok());
+  if (f.algo) {
+    // The forced algorithm really runs these calls (it did not fall back).
+    const char* name = nullptr;
+    ASSERT_EQ(nodusCommGetAlgorithm(comms[0], nodusCollAllReduce, 4099, nodusFloat32, 0, &name), nodusSuccess);
+    EXPECT_STREQ(name, f.algo);
+  }
+  MatrixOptions options;
+  options.colls = f.colls;
+  options.types = {nodusInt8, nodusUint32, nodusFloat16, nodusBfloat16, nodusFloat64};
+  options.counts = {0, 1, 7, static_cast<size_t>(f.nranks) - 1, 4099, 100003};
+  options.allOpsAtLargeCounts = false;
+  options.seed += 2000 + static_cast<uint64_t>(GetParam());
+  SCOPED_TRACE(std::string("posed hosts ") + f.name);
+  RunMatrix(comms, MakeMatrix(f.nranks, options));
+}
+
+INSTANTIATE_TEST_SUITE_P(Posed, LoopbackTopology, ::testing::Range(0, 7),
+                         [](const ::testing::TestParamInfo<int>& info) { return PosedSetting(info.param).name; });
+
 // ---- Non-blocking ------------------------------------------------------------------
 
 // Runs scenario(comm, rank, nranks, fail) on every rank of a fresh communicator.

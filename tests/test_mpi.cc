@@ -103,6 +103,21 @@ TEST_F(Mpi, EveryCollectiveTypeOpCountAndPlacement) {
   EXPECT_EQ(differing, 0) << "cases whose output differs across ranks";
 }
 
+// Runs that force an algorithm say which one AllReduce must use
+// (TEST_EXPECT_ALGO, set by ctest): the forced algorithm really ran.
+TEST_F(Mpi, ForcedAlgorithmIsTheOneThatRuns) {
+  const char* expect = getenv("TEST_EXPECT_ALGO");
+  const std::string want = expect ? expect : "";
+  const char* name = nullptr;
+  ASSERT_EQ(nodusCommGetAlgorithm(comm_, nodusCollAllReduce, 100003, nodusFloat32, 0, &name), nodusSuccess);
+  ASSERT_NE(name, nullptr);
+  if (!want.empty()) {
+    EXPECT_EQ(want, name);
+  }
+  // Whatever runs is one of the library's algorithms.
+  EXPECT_NE((std::string(",") + nodusAlgorithmNames() + ",").find(std::string(",") + name + ","), std::string::npos);
+}
+
 // nodus and the MPI library must compute the same AllReduce, bit for bit, where
 // the result does not depend on the reduction order (integers, min/max, and
 // floating-point sums of small integers).

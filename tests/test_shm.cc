@@ -162,16 +162,28 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ShmMatrix, ::testing::Range(1, 9),
 // tiny slots (many slices, senders always waiting for the receiver), over shm.
 struct ShmSetting {
   const char* name;
-  const char* variable;
-  const char* value;
+  std::vector<std::pair<const char*, const char*>> env;
   std::vector<Coll> colls;
+  int nranks = 3;
 };
 
 const ShmSetting& ShmSettingAt(int which) {
   static const ShmSetting kSettings[] = {
-      {"ring", "NODUS_ALGO", "ring", {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
-      {"direct", "NODUS_ALGO", "direct", {Coll::kAllReduce}},
-      {"slots4k", "NODUS_SLOT_BYTES", "4096", {}},
+      {"ring", {{"NODUS_ALGO", "ring"}}, {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
+      {"direct", {{"NODUS_ALGO", "direct"}}, {Coll::kAllReduce}},
+      {"slots4k", {{"NODUS_SLOT_BYTES", "4096"}}, {}},
+      {"tree", {{"NODUS_ALGO", "tree"}}, {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce}},
+      {"halving_doubling", {{"NODUS_ALGO", "halving-doubling"}}, {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
+      // Processes posing as hosts (NODUS_HOSTID): the topology-aware
+      // algorithms run over shm between them.
+      {"torus_2x2",
+       {{"NODUS_ALGO", "torus"}, {"NODUS_TORUS_DIMS", "2x2"}, {"NODUS_HOSTID", "a,b,c,d"}},
+       {Coll::kAllReduce},
+       4},
+      {"hierarchical_2x2",
+       {{"NODUS_ALGO", "hierarchical"}, {"NODUS_FATTREE", "2x2"}, {"NODUS_HOSTID", "a,a,b,b"}},
+       {Coll::kAllReduce},
+       4},
   };
   return kSettings[which];
 }
@@ -180,8 +192,9 @@ class ShmForced : public ShmTest, public ::testing::WithParamInterface<int> {};
 
 TEST_P(ShmForced, ReducedMatrix) {
   const ShmSetting& setting = ShmSettingAt(GetParam());
-  const int n = 3;
-  ScopedEnv forced(setting.variable, setting.value);
+  const int n = setting.nranks;
+  std::vector<std::unique_ptr<ScopedEnv>> env;
+  for (const auto& [name, value] : setting.env) env.push_back(std::make_unique<ScopedEnv>(name, value));
   ScopedEnv slots("NODUS_SLOTS", "2");
   ScopedEnv timeout("NODUS_TIMEOUT_MS", "20000");
   MatrixOptions options;
@@ -206,7 +219,7 @@ TEST_P(ShmForced, ReducedMatrix) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Settings, ShmForced, ::testing::Range(0, 3),
+INSTANTIATE_TEST_SUITE_P(Settings, ShmForced, ::testing::Range(0, 7),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string(ShmSettingAt(info.param).name);
                          });

@@ -21,7 +21,8 @@ constexpr ParamInfo kParams[] = {
     {"NODUS_TRANSPORT", ParamType::String, "",
      "Force one transport for every peer: loopback (nodusCommInitAll only) or shm."},
     {"NODUS_ALGO", ParamType::String, "",
-     "Force one algorithm for every collective that it supports (ring, direct, chain)."},
+     "Force algorithms: a name for every collective it supports, or rules per collective and size "
+     "(allreduce:0-64K:tree,64K-:torus;allgather:ring); nodus-info lists the algorithms."},
     {"NODUS_SLOT_BYTES", ParamType::Int, "131072",
      "Bytes per transport slot; also the pipelining slice size. Same on every rank."},
     {"NODUS_SLOTS", ParamType::Int, "8", "Slots per connection (slices in flight per peer pair), 2 to 64."},
