@@ -48,6 +48,9 @@ struct ConnectRequest {
   std::vector<int> peers;  // the ranks this transport must connect to (both directions)
   size_t slotBytes = 0;
   uint32_t slots = 0;
+  // The rank before this one in the topology's ring order: rings carry most
+  // of the traffic, so its connection is set up eagerly (pages faulted in).
+  int ringPrev = -1;
 };
 
 // Per-rank result of connecting: connections indexed by peer rank (null for

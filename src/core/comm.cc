@@ -235,6 +235,9 @@ Status Comm::init(InitOptions& opts) {
   req.peers = peers_;
   req.slotBytes = cfg_.slotBytes;
   req.slots = cfg_.slots;
+  const auto at = std::find(topo_.ringOrder.begin(), topo_.ringOrder.end(), rank_);
+  const int64_t pos = at - topo_.ringOrder.begin();
+  req.ringPrev = topo_.ringOrder[static_cast<size_t>((pos + nranks_ - 1) % nranks_)];
   NODUS_TRY(transport_->connect(req, conns_));
 
   // Spinning helps only while every rank of this host has a core to itself.

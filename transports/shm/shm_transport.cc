@@ -83,9 +83,11 @@ class ShmTransport final : public Transport {
       auto* peerBell = reinterpret_cast<Doorbell*>(m.bytes());
       void* outRing = m.bytes() + kPage + static_cast<size_t>(req.rank) * ringSize_;
       void* inRing = own_.bytes() + kPage + static_cast<size_t>(peer) * ringSize_;
-      // Neighbours in rank order carry the ring algorithms' traffic: fault
-      // their pages in now rather than in the first collective.
-      if (peer == (req.rank + 1) % req.nranks) prefault(outRing, ringSize_, true);
+      // The ring predecessor's connection carries the ring algorithms'
+      // traffic: fault its pages in now rather than in the first collective,
+      // and from this (receiving) rank, so that first-touch places them on
+      // the receiver's NUMA node, where the slots are polled and read.
+      if (peer == req.ringPrev) prefault(inRing, ringSize_, true);
       out.send[peer] = std::make_unique<RingSender>(outRing, req.slots, req.slotBytes, peerBell);
       out.recv[peer] = std::make_unique<RingReceiver>(inRing, req.slots, req.slotBytes, peerBell);
       out.peerDoorbells[peer] = peerBell;
