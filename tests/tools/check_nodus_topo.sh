@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# nodus-topo end to end: the table, JSON that parses and says what the
+# fabric file says, a picture, and a clear failure for a bad file.
+set -euo pipefail
+topo=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cat > "$work/torus.yaml" <<'YAML'
+fabric: torus
+dims: [3, 3, 3]
+link: {bandwidth: 25GB/s, latency: 1us}
+YAML
+NODUS_TOPO_FILE=$work/torus.yaml "$topo" -e 256M > "$work/table.txt"
+grep -q "fabric: torus 3x3x3" "$work/table.txt" || fail "no fabric line"
+grep -q "27 rank(s) on 27 host(s)" "$work/table.txt" || fail "no placement"
+grep -Eq "AllReduce +134217728 +torus" "$work/table.txt" || fail "torus is not the pick for 128 MiB AllReduce on a torus"
+
+NODUS_TOPO_FILE=$work/torus.yaml "$topo" --json -e 1M > "$work/out.json"
+python3 - "$work/out.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["fabric"]["kind"] == "torus", d["fabric"]
+assert len(d["hosts"]) == 27 and d["hosts"][13]["coord"] == [1, 1, 1], d["hosts"][13]
+assert sorted(d["ring"]) == list(range(27))
+picks = {(c["collective"], c["bytes"]): c for c in d["choices"]}
+c = picks[("AllReduce", 8)]
+assert c["algorithm"] in c["estimates_us"] and min(c["estimates_us"].values()) == c["estimates_us"][c["algorithm"]], c
+PY
+
+NODUS_TORUS_DIMS=2x2 NODUS_ALGO=ring "$topo" -b 1M -e 1M | grep -Eq "AllReduce +1048576 +ring \(forced\)" || fail "NODUS_ALGO not honoured"
+
+NODUS_FATTREE=4x2:4x1 "$topo" --ranks-per-host 2 --dot "$work/f.dot" --svg "$work/f.svg" > /dev/null
+grep -q "leaf1 -- spine0" "$work/f.dot" || fail "fat-tree graph lacks its switches"
+grep -q "<svg" "$work/f.svg" || fail "no SVG drawn"
+
+printf 'fabric: torus\ndims: [2, 0]\n' > "$work/bad.yaml"
+if NODUS_TOPO_FILE=$work/bad.yaml "$topo" > /dev/null 2> "$work/err.txt"; then fail "a bad file was accepted"; fi
+grep -q "bad.yaml:2: field 'dims': must be at least 1" "$work/err.txt" || fail "unclear error: $(cat "$work/err.txt")"
+echo "nodus-topo: ok"
