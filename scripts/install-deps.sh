@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   openmpi-bin libopenmpi-dev
-  libhwloc-dev hwloc libyaml-cpp-dev
+  libhwloc-dev hwloc libyaml-cpp-dev graphviz
   libibverbs-dev librdmacm-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3
