@@ -8,9 +8,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "collective_check.h"
 #include "nodus/nodus.h"
 
 namespace {
@@ -127,4 +130,31 @@ TEST(Parameters, ImpossibleValuesAreRejectedAtInit) {
     EXPECT_NE(std::string(nodusGetLastError(nullptr)).find(c.name), std::string::npos)
         << c.name << "=" << c.value << ": " << nodusGetLastError(nullptr);
   }
+}
+
+// Ranks that describe the fabric differently (here two processes with
+// different NODUS_TORUS_DIMS) fail init on every rank, naming the mismatch.
+TEST(Topology, RanksThatDisagreeOnTheFabricFailAtInit) {
+  using nodus_test::ForkedRanks;
+  using nodus_test::RankReport;
+  nodus_test::SharedUniqueId shared;
+  ForkedRanks ranks(2);
+  ASSERT_TRUE(ranks.Start([&](int rank, RankReport& report) {
+    setenv("NODUS_TORUS_DIMS", rank == 0 ? "2x1" : "1x2", 1);
+    setenv("NODUS_HOSTID", "a,b", 1);
+    setenv("NODUS_TIMEOUT_MS", "20000", 1);
+    nodusUniqueId id;
+    if (rank == 0 && shared.Make() != nodusSuccess) return 2;
+    if (!shared.Get(&id, std::chrono::seconds(20))) return 2;
+    nodusComm_t comm = nullptr;
+    const nodusResult_t r = nodusCommInitRank(&comm, 2, id, rank);
+    const std::string err = nodusGetLastError(nullptr);
+    if (r != nodusInvalidUsage) report.Fail("init returned " + std::to_string(r) + " (" + err + "), not nodusInvalidUsage");
+    if (err.find("describes the fabric differently") == std::string::npos || err.find("torus") == std::string::npos)
+      report.Fail("unclear message: " + err);
+    if (comm != nullptr) report.Fail("a communicator was returned");
+    return report.failures ? 1 : 0;
+  }));
+  ranks.Wait(std::chrono::seconds(60));
+  EXPECT_EQ(ranks.Failures(), "");
 }
