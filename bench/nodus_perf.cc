@@ -34,6 +34,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -486,9 +487,30 @@ struct Options {
   std::vector<nodusRedOp_t> ops{nodusSum};
   std::string csvPath;
   std::string jsonPath;
+  // -a: empty (NODUS_ALGO as the environment has it), "auto" (unset), "all"
+  // (every algorithm side by side), or what NODUS_ALGO is set to.
+  std::string algo;
+  bool algoAll() const { return algo == "all"; }
+  // The table shows the algorithm that ran only when -a asks: scripts parse it.
+  bool algoColumn() const { return !algo.empty() && !algoAll(); }
 };
 
+// The algorithms the library implements, in its registry order.
+std::vector<std::string> algorithmNames();
+
 void printHelp(FILE* f) {
+  // The library's algorithm list, wrapped into the option column.
+  std::string names, lineSoFar;
+  for (const std::string& n : algorithmNames()) {
+    if (!lineSoFar.empty() && lineSoFar.size() + n.size() + 2 > 80) {
+      names += lineSoFar + ",\n";
+      lineSoFar.clear();
+    }
+    if (!lineSoFar.empty()) lineSoFar += ", ";
+    if (lineSoFar.empty()) lineSoFar = std::string(26, ' ');
+    lineSoFar += n;
+  }
+  names += lineSoFar;
   std::fprintf(f,
                "nodus-perf: collective benchmark (nccl-tests' table and flags)\n"
                "\n"
@@ -514,13 +536,36 @@ void printHelp(FILE* f) {
                "                          buffers (under mpirun; fp16, bf16 and avg: n/a)\n"
                "      --csv FILE          write one CSV record per size and placement\n"
                "      --json FILE         write the results as JSON\n"
+               "  -a, --algo NAME         force an algorithm: sets NODUS_ALGO=NAME before any\n"
+               "                          communicator is created. NAME is one of:\n%s,\n"
+               "                          or a whole NODUS_ALGO rule string, passed through\n"
+               "                          (e.g. 'allreduce:0-64K:direct,64K-:ring'). A call the\n"
+               "                          algorithm does not implement is left to the tuner, so\n"
+               "                          the table gains an `algo` column: what actually ran.\n"
+               "                          auto: unset NODUS_ALGO; the `algo` column shows the\n"
+               "                          tuner's pick. all: compare every algorithm (below)\n"
                "  -h, --help              this text\n"
                "\n"
                "SIZE accepts K, M, G (and T) suffixes, powers of 1024. Sizes are total bytes\n"
                "as in nccl-tests (allgather: bytes received, reducescatter: bytes sent per\n"
                "rank); a size whose count per rank rounds to 0 is skipped. busbw = algbw *\n"
                "2(p-1)/p for allreduce, (p-1)/p for allgather and reducescatter, 1 otherwise.\n"
-               "The exit status is 1 when any result was wrong.\n");
+               "The exit status is 1 when any result was wrong.\n"
+               "\n"
+               "-a all times each algorithm in turn on a communicator of its own (NODUS_ALGO set\n"
+               "to its name; a communicator reads NODUS_ALGO when it is created), out-of-place\n"
+               "only, after asking a communicator with NODUS_ALGO unset for the tuner's pick\n"
+               "(a NODUS_ALGO from the environment is ignored).\n"
+               "One table per collective: a row per size and type/op, a busbw column per\n"
+               "algorithm that runs at least one of its calls, '-' where the algorithm does not\n"
+               "run that call (the library would fall back to the tuner; not timed), '*' on the\n"
+               "tuner's pick; then the fastest algorithm measured, whether the tuner agreed, and\n"
+               "the pick's busbw over the fastest's. Every timed call is checked (-c). busbw\n"
+               "below 1 GB/s is shown to 3 significant digits so small sizes stay comparable.\n"
+               "With --baseline mpi, an `mpi` column (timed once, in the tuner's pass). CSV/JSON:\n"
+               "one record per size and algorithm that ran, with `algo`, `tuner_pick` and\n"
+               "`fastest`. A `#` line is printed as each algorithm's pass starts.\n",
+               names.c_str());
 }
 
 bool parseSize(const std::string& s, size_t* out) {
@@ -572,6 +617,41 @@ std::vector<std::string> splitList(const std::string& s) {
     start = comma + 1;
   }
   return parts;
+}
+
+std::vector<std::string> algorithmNames() {
+  std::vector<std::string> names;
+  for (std::string& n : splitList(nodusAlgorithmNames()))
+    if (!n.empty()) names.push_back(std::move(n));
+  return names;
+}
+
+// -a's value. A plain name must be one the library knows, so a typo stops here
+// with the list instead of silently falling back to the tuner; anything with
+// rule syntax is NODUS_ALGO's business (communicator creation reports errors).
+bool parseAlgo(const std::string& value, std::string* out, std::string* err) {
+  if (value.find_first_of(":,;") != std::string::npos) {
+    *out = value;
+    return true;
+  }
+  std::string n;
+  for (char ch : value)
+    n.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+  if (n == "all" || n == "auto") {
+    *out = n;
+    return true;
+  }
+  std::string known;
+  for (const std::string& name : algorithmNames()) {
+    if (n == name) {
+      *out = name;
+      return true;
+    }
+    known += (known.empty() ? "" : ", ") + name;
+  }
+  *err = "unknown algorithm '" + value + "' for -a (this library has: " + known +
+         "; or all, auto, or a NODUS_ALGO rule string)";
+  return false;
 }
 
 std::string lowerNoSeparators(const std::string& s) {
@@ -672,6 +752,7 @@ bool parseArgs(int argc, char** argv, Options* o, std::string* err) {
       {"stepbytes", 'i'}, {"iters", 'n'},    {"warmup_iters", 'w'}, {"check", 'c'},
       {"datatype", 'd'},  {"op", 'o'},       {"root", 'r'},         {"help", 'h'},
       {"coll", 'C'},      {"baseline", 'B'}, {"csv", 'V'},          {"json", 'J'},
+      {"algo", 'a'},
   };
   for (int a = 1; a < argc; ++a) {
     std::string arg = argv[a];
@@ -755,6 +836,9 @@ bool parseArgs(int argc, char** argv, Options* o, std::string* err) {
         o->jsonPath = value;
         ok = !value.empty();
         break;
+      case 'a':
+        if (!parseAlgo(value, &o->algo, err)) return false;
+        break;
       default: ok = false; break;
     }
     if (!ok) {
@@ -804,12 +888,32 @@ struct Row {
   Coll coll;
   nodusDataType_t type;
   nodusRedOp_t op;
-  int root;              // -1 for collectives without one
-  size_t bytes;          // nccl-tests' size
-  size_t count;          // bytes / element size
-  size_t rankCount;      // the count argument of the nodus call
-  Measurement place[2];  // out-of-place, in-place
+  int root;                    // -1 for collectives without one
+  size_t bytes;                // nccl-tests' size
+  size_t count;                // bytes / element size
+  size_t rankCount;            // the count argument of the nodus call
+  Measurement place[2];        // out-of-place, in-place
+  const char* algo = nullptr;  // what nodusCommGetAlgorithm says runs the call
 };
+
+// A row of -a all: the out-of-place call under every algorithm.
+struct AlgoRow {
+  Row row;                     // place[0] holds the MPI baseline only
+  const char* pick = nullptr;  // the tuner's choice, NODUS_ALGO unset
+  // Per algorithm of algorithmNames(); empty where it does not run the call.
+  std::vector<std::optional<Measurement>> cells;
+};
+
+nodusCollective_t collEnum(Coll c) {
+  switch (c) {
+    case Coll::AllReduce: return nodusCollAllReduce;
+    case Coll::AllGather: return nodusCollAllGather;
+    case Coll::ReduceScatter: return nodusCollReduceScatter;
+    case Coll::Broadcast: return nodusCollBroadcast;
+    case Coll::Reduce: return nodusCollReduce;
+  }
+  return nodusCollAllReduce;
+}
 
 // ---- Synchronisation between ranks, outside nodus ------------------------------
 
@@ -823,10 +927,14 @@ class Group {
 
 struct ThreadShared {
   explicit ThreadShared(int n)
-      : bar(n), doubles(static_cast<size_t>(n)), counts(static_cast<size_t>(n)) {}
+      : bar(n),
+        doubles(static_cast<size_t>(n)),
+        counts(static_cast<size_t>(n)),
+        comms(static_cast<size_t>(n), nullptr) {}
   std::barrier<> bar;
   std::vector<double> doubles;
   std::vector<uint64_t> counts;
+  std::vector<nodusComm_t> comms;  // -a all: the communicator being made, rank i's at i
 };
 
 class ThreadGroup final : public Group {
@@ -918,6 +1026,15 @@ std::string fmtFixed(double v, const char* fmt = "%.2f") {
   return b;
 }
 
+// busbw in the -a all table: below 1 GB/s "%.2f" would print 0.00 for every
+// algorithm at small sizes, where they differ the most.
+std::string fmtBw(double v) {
+  char b[32];
+  if (!std::isfinite(v)) return "n/a";
+  std::snprintf(b, sizeof b, v >= 1.0 ? "%.2f" : "%#.3g", v);
+  return b;
+}
+
 std::string jsonNum(double v) {
   char b[40];
   if (!std::isfinite(v)) return "null";
@@ -963,7 +1080,9 @@ class Reporter {
       }
       std::fprintf(csv_.get(),
                    "collective,nranks,launch,type,redop,root,size_bytes,count,rank_count,placement,"
-                   "time_us,algbw_gbps,busbw_gbps,wrong,mpi_time_us,mpi_busbw_gbps,busbw_ratio\n");
+                   "time_us,algbw_gbps,busbw_gbps,wrong,mpi_time_us,mpi_busbw_gbps,busbw_ratio,"
+                   "algo%s\n",
+                   opt_.algoAll() ? ",tuner_pick,fastest" : "");
       std::fflush(csv_.get());
     }
     if (!opt_.jsonPath.empty()) {
@@ -991,8 +1110,10 @@ class Reporter {
                 (version / 100) % 100, version % 100, nranks_, launch_);
     std::printf("#  minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d validation: %d\n",
                 opt_.minBytes, opt_.maxBytes, step, opt_.warmup, opt_.iters, opt_.check);
-    std::printf("#  collectives: %s  types: %s  ops: %s  root: %d  baseline: %s\n", colls.c_str(),
-                types.c_str(), ops.c_str(), opt_.root, opt_.baselineMpi ? "mpi" : "none");
+    std::printf("#  collectives: %s  types: %s  ops: %s  root: %d  baseline: %s%s%s\n",
+                colls.c_str(), types.c_str(), ops.c_str(), opt_.root,
+                opt_.baselineMpi ? "mpi" : "none",
+                opt_.algo.empty() ? "" : "  algo: ", opt_.algo.c_str());
     std::printf("#\n");
     for (const std::string& l : rankLines) std::printf("%s\n", l.c_str());
     std::fflush(stdout);
@@ -1006,11 +1127,12 @@ class Reporter {
       std::fprintf(j,
                    "  \"min_bytes\": %zu,\n  \"max_bytes\": %zu,\n  \"step_factor\": %s,\n"
                    "  \"step_bytes\": %zu,\n  \"iters\": %d,\n  \"warmup_iters\": %d,\n"
-                   "  \"check\": %d,\n  \"root\": %d,\n  \"baseline\": %s,\n",
+                   "  \"check\": %d,\n  \"root\": %d,\n  \"baseline\": %s,\n  \"algo\": %s,\n",
                    opt_.minBytes, opt_.maxBytes,
                    opt_.stepBytes > 0 ? "null" : jsonNum(opt_.stepFactor).c_str(), opt_.stepBytes,
                    opt_.iters, opt_.warmup, opt_.check, opt_.root,
-                   opt_.baselineMpi ? "\"mpi\"" : "null");
+                   opt_.baselineMpi ? "\"mpi\"" : "null",
+                   opt_.algo.empty() ? "null" : jsonString(opt_.algo).c_str());
       std::fprintf(j, "  \"results\": [");
       std::fflush(j);
     }
@@ -1036,6 +1158,7 @@ class Reporter {
       l2 += cols;
       l3 += units;
     }
+    if (opt_.algoColumn()) l2 += "  algo";
     for (std::string* l : {&l1, &l2, &l3}) {
       (*l)[0] = '#';
       l->erase(l->find_last_not_of(' ') + 1);
@@ -1074,6 +1197,7 @@ class Reporter {
       if (m.wrong >= 0) table_.checked = true;
       record(r, ip == 1, ratio);
     }
+    if (opt_.algoColumn()) line += std::string("  ") + (r.algo != nullptr ? r.algo : "?");
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   }
@@ -1105,6 +1229,150 @@ class Reporter {
                   jsonNum(avg).c_str(), jsonNum(mpiAvg).c_str(), jsonNum(ratioAvg).c_str());
     summaries_.push_back(b);
     totalWrong_ += t.wrong;
+  }
+
+  // A comment line while a long -a all sweep runs.
+  void progress(const std::string& text) {
+    std::printf("# %s\n", text.c_str());
+    std::fflush(stdout);
+  }
+
+  // -a all: the table of collective `c` from its rows, with its CSV/JSON
+  // records and summary.
+  void algoTable(Coll c, const std::vector<AlgoRow>& rows, const std::vector<std::string>& names) {
+    std::vector<size_t> cols;  // the algorithms that run at least one call of this table
+    for (size_t k = 0; k < names.size(); ++k)
+      for (const AlgoRow& ar : rows)
+        if (ar.row.coll == c && ar.cells[k]) {
+          cols.push_back(k);
+          break;
+        }
+    const auto cellWidth = [&](size_t k) {
+      return static_cast<int>(std::max<size_t>(names[k].size(), 8) + 1);
+    };
+    int fastestWidth = 7;
+    for (size_t k : cols) fastestWidth = std::max(fastestWidth, static_cast<int>(names[k].size()));
+    const bool mpi = opt_.baselineMpi;
+
+    std::printf(
+        "#\n# %s: out-of-place busbw (GB/s) per algorithm; * the tuner's pick, - not run by "
+        "that algorithm\n",
+        collName(c));
+    std::string l1 = lead("size", "count", "type", "redop", "root");
+    std::string l2 = lead("(B)", "(elements)", "", "", "");
+    for (size_t k : cols) {
+      l1 += "  " + pad(names[k] + " ", cellWidth(k));
+      l2 += "  " + pad("(GB/s) ", cellWidth(k));
+    }
+    if (mpi) {
+      l1 += "  " + pad("mpi ", 9);
+      l2 += "  " + pad("(GB/s) ", 9);
+    }
+    l1 += "  " + pad("fastest", fastestWidth) + "  " + pad("agree", 5) + "  " +
+          pad("pick/best", 9) + "  " + pad("#wrong", 6);
+    for (std::string* l : {&l1, &l2}) {
+      (*l)[0] = '#';
+      l->erase(l->find_last_not_of(' ') + 1);
+      std::printf("%s\n", l->c_str());
+    }
+
+    int nrows = 0, agreed = 0, ratioCount = 0;
+    double ratioSum = 0;
+    uint64_t wrong = 0;
+    bool checked = false;
+    std::vector<int> wins(names.size(), 0);
+    for (const AlgoRow& ar : rows) {
+      if (ar.row.coll != c) continue;
+      const Row& r = ar.row;
+      ++nrows;
+      std::optional<size_t> best, pick;
+      int64_t rowWrong = -1;
+      for (size_t k = 0; k < names.size(); ++k) {
+        if (ar.pick != nullptr && names[k] == ar.pick) pick = k;
+        if (!ar.cells[k]) continue;
+        if (!best || ar.cells[k]->timeUs < ar.cells[*best]->timeUs) best = k;
+        if (ar.cells[k]->wrong >= 0) rowWrong = std::max<int64_t>(rowWrong, 0) + ar.cells[k]->wrong;
+      }
+      const bool pickRan = pick && ar.cells[*pick];
+      double pickOverBest = kNaN;
+      if (best) {
+        ++wins[*best];
+        if (pickRan) {
+          pickOverBest = ar.cells[*pick]->busbw / ar.cells[*best]->busbw;
+          if (*pick == *best) ++agreed;
+        }
+      }
+      if (std::isfinite(pickOverBest)) {
+        ratioSum += pickOverBest;
+        ++ratioCount;
+      }
+      if (rowWrong >= 0) {
+        checked = true;
+        wrong += static_cast<uint64_t>(rowWrong);
+      }
+
+      char rootStr[16], sizeStr[24], countStr[24];
+      std::snprintf(rootStr, sizeof rootStr, "%d", r.root);
+      std::snprintf(sizeStr, sizeof sizeStr, "%zu", r.bytes);
+      std::snprintf(countStr, sizeof countStr, "%zu", r.count);
+      std::string line = lead(sizeStr, countStr, typeInfo(r.type).name,
+                              collHasOp(r.coll) ? opName(r.op) : "none", rootStr);
+      for (size_t k : cols) {
+        const std::string cell =
+            ar.cells[k] ? fmtBw(ar.cells[k]->busbw) + (pick && *pick == k ? "*" : " ") : "- ";
+        line += "  " + pad(cell, cellWidth(k));
+      }
+      if (mpi) line += "  " + pad(fmtBw(r.place[0].mpiBusbw) + " ", 9);
+      line += "  " + pad(best ? names[*best] : "n/a", fastestWidth) + "  " +
+              pad(!best || !pickRan ? "n/a"
+                  : *pick == *best  ? "yes"
+                                    : "no",
+                  5) +
+              "  " + pad(fmtFixed(pickOverBest), 9) + "  " +
+              pad(rowWrong < 0 ? "N/A" : std::to_string(rowWrong), 6);
+      std::printf("%s\n", line.c_str());
+
+      for (size_t k = 0; k < names.size(); ++k) {
+        if (!ar.cells[k]) continue;
+        Row rec = r;
+        const Measurement& baseline = r.place[0];
+        rec.place[0] = *ar.cells[k];
+        rec.place[0].mpiTimeUs = baseline.mpiTimeUs;
+        rec.place[0].mpiBusbw = baseline.mpiBusbw;
+        rec.algo = names[k].c_str();
+        const bool isPick = pick && *pick == k, isBest = best && *best == k;
+        const std::string csvExtra =
+            std::string(",") + (isPick ? "true" : "false") + "," + (isBest ? "true" : "false");
+        const std::string jsonExtra = std::string(", \"tuner_pick\": ") +
+                                      (isPick ? "true" : "false") +
+                                      ", \"fastest\": " + (isBest ? "true" : "false");
+        record(rec, false, rec.place[0].busbw / baseline.mpiBusbw, csvExtra.c_str(),
+               jsonExtra.c_str());
+      }
+    }
+
+    if (!checked)
+      std::printf("# Wrong values         : not checked\n");
+    else
+      std::printf("# Wrong values         : %llu %s\n", static_cast<unsigned long long>(wrong),
+                  wrong == 0 ? "OK" : "FAILED");
+    const double avgRatio = ratioCount > 0 ? ratioSum / ratioCount : kNaN;
+    std::printf("# Tuner's pick fastest : %d of %d rows; its busbw averaged %s of the fastest's\n",
+                agreed, nrows, fmtFixed(avgRatio, "%.3f").c_str());
+    std::string tally;
+    for (size_t k = 0; k < names.size(); ++k)
+      if (wins[k] > 0)
+        tally += (tally.empty() ? "" : ", ") + names[k] + " " + std::to_string(wins[k]);
+    std::printf("# Fastest measured     : %s\n", tally.empty() ? "none" : tally.c_str());
+    std::fflush(stdout);
+    char b[512];
+    std::snprintf(b, sizeof b,
+                  "    {\"collective\": \"%s\", \"wrong\": %s, \"rows\": %d, \"tuner_agreed\": %d, "
+                  "\"avg_pick_over_best\": %s}",
+                  collName(c), checked ? std::to_string(wrong).c_str() : "null", nrows, agreed,
+                  jsonNum(avgRatio).c_str());
+    summaries_.push_back(b);
+    totalWrong_ += wrong;
   }
 
   void finish() {
@@ -1157,17 +1425,21 @@ class Reporter {
     return "  " + pad(time, 9) + "  " + pad(busbw, 7) + "  " + pad(ratio, 6);
   }
 
-  void record(const Row& r, bool inPlace, double ratio) {
+  // extraCsv/extraJson: more fields of -a all, each starting with a comma.
+  void record(const Row& r, bool inPlace, double ratio, const char* extraCsv = "",
+              const char* extraJson = "") {
     const Measurement& m = r.place[inPlace ? 1 : 0];
+    const char* algo = r.algo != nullptr ? r.algo : "";
     const char* redop = collHasOp(r.coll) ? opName(r.op) : "none";
     const char* placement = inPlace ? "in-place" : "out-of-place";
     const char* type = typeInfo(r.type).name;
     if (csv_) {
-      std::fprintf(csv_.get(), "%s,%d,%s,%s,%s,%d,%zu,%zu,%zu,%s,%s,%s,%s,%s,%s,%s,%s\n",
+      std::fprintf(csv_.get(), "%s,%d,%s,%s,%s,%d,%zu,%zu,%zu,%s,%s,%s,%s,%s,%s,%s,%s,%s%s\n",
                    collName(r.coll), nranks_, launch_, type, redop, r.root, r.bytes, r.count,
                    r.rankCount, placement, csvNum(m.timeUs).c_str(), csvNum(m.algbw).c_str(),
                    csvNum(m.busbw).c_str(), m.wrong < 0 ? "" : std::to_string(m.wrong).c_str(),
-                   csvNum(m.mpiTimeUs).c_str(), csvNum(m.mpiBusbw).c_str(), csvNum(ratio).c_str());
+                   csvNum(m.mpiTimeUs).c_str(), csvNum(m.mpiBusbw).c_str(), csvNum(ratio).c_str(),
+                   algo, extraCsv);
       std::fflush(csv_.get());
     }
     if (json_) {
@@ -1177,11 +1449,12 @@ class Reporter {
           "\"redop\": \"%s\", \"root\": %d, \"size_bytes\": %zu, \"count\": %zu, "
           "\"rank_count\": %zu, \"placement\": \"%s\", \"time_us\": %s, "
           "\"algbw_gbps\": %s, \"busbw_gbps\": %s, \"wrong\": %s, \"mpi_time_us\": %s, "
-          "\"mpi_busbw_gbps\": %s, \"busbw_ratio\": %s}",
+          "\"mpi_busbw_gbps\": %s, \"busbw_ratio\": %s, \"algo\": %s%s}",
           firstRecord_ ? "" : ",", collName(r.coll), nranks_, type, redop, r.root, r.bytes, r.count,
           r.rankCount, placement, jsonNum(m.timeUs).c_str(), jsonNum(m.algbw).c_str(),
           jsonNum(m.busbw).c_str(), m.wrong < 0 ? "null" : std::to_string(m.wrong).c_str(),
-          jsonNum(m.mpiTimeUs).c_str(), jsonNum(m.mpiBusbw).c_str(), jsonNum(ratio).c_str());
+          jsonNum(m.mpiTimeUs).c_str(), jsonNum(m.mpiBusbw).c_str(), jsonNum(ratio).c_str(),
+          r.algo != nullptr ? jsonString(r.algo).c_str() : "null", extraJson);
       std::fflush(json_.get());
       firstRecord_ = false;
     }
@@ -1196,6 +1469,23 @@ class Reporter {
   Table table_;
   std::vector<std::string> summaries_;
   uint64_t totalWrong_ = 0;
+};
+
+// ---- Communicators of -a all ---------------------------------------------------
+
+// Sets NODUS_ALGO for the communicators created next (null: unset, the tuner decides).
+void setAlgoEnv(const char* algo) {
+  const int rc = algo == nullptr ? unsetenv("NODUS_ALGO") : setenv("NODUS_ALGO", algo, 1);
+  if (rc != 0) fatal(0, "cannot set NODUS_ALGO: %s", std::strerror(errno));
+}
+
+// -a all needs one communicator per algorithm: a communicator reads NODUS_ALGO
+// once, when it is created.
+class CommMaker {
+ public:
+  virtual ~CommMaker() = default;
+  // Collective: every rank calls it, with the same algo (null: NODUS_ALGO unset).
+  virtual nodusComm_t create(const char* algo) = 0;
 };
 
 // ---- One rank's sweep ----------------------------------------------------------
@@ -1230,33 +1520,16 @@ class Runner {
     uint64_t seed = 0;
     for (Coll c : opt_.colls) {
       if (reporter_ != nullptr) reporter_->beginTable(c);
-      for (nodusDataType_t type : opt_.types) {
-        const TypeInfo& ti = typeInfo(type);
-        const std::vector<nodusRedOp_t> ops =
-            collHasOp(c) ? opt_.ops : std::vector<nodusRedOp_t>{nodusSum};
-        for (nodusRedOp_t op : ops) {
-          size_t previous = std::numeric_limits<size_t>::max();
-          for (size_t size : sizes_) {
-            const size_t parts = collSplitsSize(c) ? static_cast<size_t>(nranks_) : 1;
-            const size_t rankCount = size / (ti.size * parts);
-            if (rankCount == 0) continue;
-            const size_t bytes = rankCount * ti.size * parts;
-            if (bytes == previous) continue;  // a size that rounds to the one before
-            previous = bytes;
-            Row row{};
-            row.coll = c;
-            row.type = type;
-            row.op = op;
-            row.root = collHasRoot(c) ? opt_.root : -1;
-            row.bytes = bytes;
-            row.count = bytes / ti.size;
-            row.rankCount = rankCount;
-            for (int ip = 0; ip < 2; ++ip) {
-              row.place[ip] = measure(c, ti, op, rankCount, bytes, ip == 1, ++seed);
-              if (row.place[ip].wrong > 0) totalWrong += static_cast<uint64_t>(row.place[ip].wrong);
-            }
-            if (reporter_ != nullptr) reporter_->row(row);
-          }
+      for (Row row : sweepRows(c)) {
+        const TypeInfo& ti = typeInfo(row.type);
+        for (int ip = 0; ip < 2; ++ip) {
+          row.place[ip] =
+              measure(c, ti, row.op, row.rankCount, row.bytes, ip == 1, ++seed, mpiBaseline_);
+          if (row.place[ip].wrong > 0) totalWrong += static_cast<uint64_t>(row.place[ip].wrong);
+        }
+        if (reporter_ != nullptr) {
+          row.algo = algorithmFor(row);
+          reporter_->row(row);
         }
       }
       if (reporter_ != nullptr) reporter_->endTable(c);
@@ -1264,7 +1537,118 @@ class Runner {
     return totalWrong;
   }
 
+  // -a all: the sweep once per algorithm, out-of-place, each on a communicator
+  // made with NODUS_ALGO set to it, after one with NODUS_ALGO unset has told
+  // the tuner's picks. Every rank makes the same communicators in the same
+  // order. Returns the number of wrong elements over all ranks.
+  uint64_t runAll(CommMaker& maker) {
+    const std::vector<std::string> names = algorithmNames();
+    std::vector<AlgoRow> rows;
+    for (Coll c : opt_.colls)
+      for (const Row& r : sweepRows(c))
+        rows.push_back(AlgoRow{r, nullptr, std::vector<std::optional<Measurement>>(names.size())});
+    if (reporter_ != nullptr)
+      reporter_->progress(std::string("tuner: NODUS_ALGO unset, asking for its picks") +
+                          (mpiBaseline_ ? "; timing the MPI baseline" : ""));
+    comm_ = maker.create(nullptr);
+    for (AlgoRow& ar : rows) {
+      ar.pick = algorithmFor(ar.row);
+      if (mpiBaseline_)
+        timeMpi(ar.row.coll, typeInfo(ar.row.type), ar.row.op, ar.row.rankCount, ar.row.bytes,
+                false, &ar.row.place[0]);
+    }
+    retire();
+
+    uint64_t totalWrong = 0;
+    uint64_t seed = 0;
+    for (size_t k = 0; k < names.size(); ++k) {
+      comm_ = maker.create(names[k].c_str());
+      // A rank that disagreed would run another plan than its peers: stop
+      // instead of hanging.
+      std::vector<char> runs(rows.size(), 0);
+      size_t nruns = 0;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        runs[i] = names[k] == algorithmFor(rows[i].row);
+        const uint64_t agree = group_.sumAll(runs[i] ? 1 : 0);
+        if (agree != 0 && agree != static_cast<uint64_t>(nranks_))
+          fatal(rank_, "ranks disagree on whether %s runs %s of %zu bytes", names[k].c_str(),
+                collName(rows[i].row.coll), rows[i].row.bytes);
+        nruns += runs[i] ? 1 : 0;
+      }
+      if (reporter_ != nullptr) {
+        std::string what = "algorithm " + std::to_string(k + 1) + "/" +
+                           std::to_string(names.size()) + " " + names[k] + ": ";
+        if (nruns == 0)
+          what += "runs none of these calls, skipped";
+        else
+          what +=
+              "timing " + std::to_string(nruns) + " of " + std::to_string(rows.size()) + " calls" +
+              (nruns < rows.size() ? " (the rest would fall back to the tuner: not timed)" : "");
+        reporter_->progress(what);
+      }
+      for (size_t i = 0; i < rows.size(); ++i) {
+        if (!runs[i]) continue;
+        const Row& r = rows[i].row;
+        const Measurement m =
+            measure(r.coll, typeInfo(r.type), r.op, r.rankCount, r.bytes, false, ++seed, false);
+        if (m.wrong > 0) totalWrong += static_cast<uint64_t>(m.wrong);
+        rows[i].cells[k] = m;
+      }
+      retire();
+    }
+    if (reporter_ != nullptr)
+      for (Coll c : opt_.colls) reporter_->algoTable(c, rows, names);
+    return totalWrong;
+  }
+
  private:
+  // The rows of collective `c`'s table, in sweep order, not yet measured.
+  std::vector<Row> sweepRows(Coll c) const {
+    std::vector<Row> rows;
+    for (nodusDataType_t type : opt_.types) {
+      const TypeInfo& ti = typeInfo(type);
+      const std::vector<nodusRedOp_t> ops =
+          collHasOp(c) ? opt_.ops : std::vector<nodusRedOp_t>{nodusSum};
+      for (nodusRedOp_t op : ops) {
+        size_t previous = std::numeric_limits<size_t>::max();
+        for (size_t size : sizes_) {
+          const size_t parts = collSplitsSize(c) ? static_cast<size_t>(nranks_) : 1;
+          const size_t rankCount = size / (ti.size * parts);
+          if (rankCount == 0) continue;
+          const size_t bytes = rankCount * ti.size * parts;
+          if (bytes == previous) continue;  // a size that rounds to the one before
+          previous = bytes;
+          Row row{};
+          row.coll = c;
+          row.type = type;
+          row.op = op;
+          row.root = collHasRoot(c) ? opt_.root : -1;
+          row.bytes = bytes;
+          row.count = bytes / ti.size;
+          row.rankCount = rankCount;
+          rows.push_back(row);
+        }
+      }
+    }
+    return rows;
+  }
+
+  // The algorithm comm_ runs this row's call with (the library's static name).
+  const char* algorithmFor(const Row& r) const {
+    const char* name = nullptr;
+    checkNodus(nodusCommGetAlgorithm(comm_, collEnum(r.coll), r.rankCount, r.type,
+                                     r.root < 0 ? 0 : r.root, &name),
+               "nodusCommGetAlgorithm", comm_, rank_);
+    return name;
+  }
+
+  // Ends a communicator of -a all once no peer may still need it.
+  void retire() {
+    group_.barrier();
+    checkNodus(nodusCommDestroy(comm_), "nodusCommDestroy", nullptr, rank_);
+    comm_ = nullptr;
+  }
+
   Buffer allocTouched(size_t bytes) {
     void* p = std::aligned_alloc(4096, bytes);
     if (p == nullptr) fatal(rank_, "cannot allocate %zu bytes", bytes);
@@ -1319,7 +1703,7 @@ class Runner {
   }
 
   Measurement measure(Coll c, const TypeInfo& ti, nodusRedOp_t op, size_t rankCount, size_t bytes,
-                      bool inPlace, uint64_t seed) {
+                      bool inPlace, uint64_t seed, bool withMpi) {
     Measurement m;
     const void* send = nullptr;
     void* recv = nullptr;
@@ -1328,24 +1712,29 @@ class Runner {
     m.timeUs = timeLoop([&] { callNodus(c, send, recv, rankCount, ti.type, op); });
     m.algbw = m.timeUs > 0 ? static_cast<double>(bytes) / m.timeUs / 1e3 : 0.0;
     m.busbw = m.algbw * factor;
-#if NODUS_PERF_MPI
-    if (mpiBaseline_) {
-      MPI_Datatype dt = MPI_DATATYPE_NULL;
-      MPI_Op mop = MPI_OP_NULL;
-      const bool supported = mpiType(ti.type, &dt) && (!collHasOp(c) || mpiOp(op, &mop)) &&
-                             rankCount <= static_cast<size_t>(INT_MAX);
-      if (supported) {
-        m.mpiTimeUs = timeLoop([&] { callMpi(c, inPlace, rankCount, ti.size, dt, mop); });
-        m.mpiBusbw =
-            m.mpiTimeUs > 0 ? static_cast<double>(bytes) / m.mpiTimeUs / 1e3 * factor : 0.0;
-      }
-    }
-#else
-    (void)mpiBaseline_;
-#endif
+    if (withMpi) timeMpi(c, ti, op, rankCount, bytes, inPlace, &m);
     if (opt_.check)
       m.wrong = static_cast<int64_t>(check(c, ti, op, rankCount, inPlace, seed, send, recv));
     return m;
+  }
+
+  // The MPI baseline of a call into m->mpi*, where MPI has an equivalent.
+  void timeMpi(Coll c, const TypeInfo& ti, nodusRedOp_t op, size_t rankCount, size_t bytes,
+               bool inPlace, Measurement* m) {
+#if NODUS_PERF_MPI
+    MPI_Datatype dt = MPI_DATATYPE_NULL;
+    MPI_Op mop = MPI_OP_NULL;
+    const bool supported = mpiType(ti.type, &dt) && (!collHasOp(c) || mpiOp(op, &mop)) &&
+                           rankCount <= static_cast<size_t>(INT_MAX);
+    if (supported) {
+      m->mpiTimeUs = timeLoop([&] { callMpi(c, inPlace, rankCount, ti.size, dt, mop); });
+      m->mpiBusbw = m->mpiTimeUs > 0
+                        ? static_cast<double>(bytes) / m->mpiTimeUs / 1e3 * busFactor(c, nranks_)
+                        : 0.0;
+    }
+#else
+    (void)c, (void)ti, (void)op, (void)rankCount, (void)bytes, (void)inPlace, (void)m;
+#endif
   }
 
 #if NODUS_PERF_MPI
@@ -1469,6 +1858,27 @@ int libraryVersion() {
 
 // ---- Threads: every rank a thread of this process ------------------------------
 
+// One thread makes every rank's communicator while the others wait at the
+// barrier, so nobody reads the environment while it changes.
+class ThreadCommMaker final : public CommMaker {
+ public:
+  ThreadCommMaker(ThreadShared& shared, int rank) : s_(shared), rank_(rank) {}
+  nodusComm_t create(const char* algo) override {
+    s_.bar.arrive_and_wait();
+    if (rank_ == 0) {
+      setAlgoEnv(algo);
+      checkNodus(nodusCommInitAll(s_.comms.data(), static_cast<int>(s_.comms.size())),
+                 "nodusCommInitAll", nullptr, 0);
+    }
+    s_.bar.arrive_and_wait();
+    return s_.comms[static_cast<size_t>(rank_)];
+  }
+
+ private:
+  ThreadShared& s_;
+  int rank_;
+};
+
 int mainThreads(const Options& opt) {
   const int n = opt.threads;
   if (opt.baselineMpi) {
@@ -1487,7 +1897,7 @@ int mainThreads(const Options& opt) {
   }
   const int version = libraryVersion();
   std::vector<nodusComm_t> comms(static_cast<size_t>(n), nullptr);
-  checkNodus(nodusCommInitAll(comms.data(), n), "nodusCommInitAll", nullptr, 0);
+  if (!opt.algoAll()) checkNodus(nodusCommInitAll(comms.data(), n), "nodusCommInitAll", nullptr, 0);
   char line[512];
   std::snprintf(line, sizeof line, "#  Ranks 0..%d: threads of pid %d on %s", n - 1,
                 static_cast<int>(getpid()), hostName().c_str());
@@ -1502,6 +1912,11 @@ int mainThreads(const Options& opt) {
       ThreadGroup group(shared, r);
       Runner runner(opt, r, n, comms[static_cast<size_t>(r)], group, false,
                     r == 0 ? &reporter : nullptr);
+      if (opt.algoAll()) {
+        ThreadCommMaker maker(shared, r);
+        wrong[static_cast<size_t>(r)] = runner.runAll(maker);
+        return;
+      }
       wrong[static_cast<size_t>(r)] = runner.run();
       group.barrier();  // nobody leaves while a peer may still need it
       checkNodus(nodusCommDestroy(comms[static_cast<size_t>(r)]), "nodusCommDestroy", nullptr, r);
@@ -1515,6 +1930,20 @@ int mainThreads(const Options& opt) {
 // ---- MPI: every rank a process -------------------------------------------------
 
 #if NODUS_PERF_MPI
+class MpiCommMaker final : public CommMaker {
+ public:
+  explicit MpiCommMaker(int rank) : rank_(rank) {}
+  nodusComm_t create(const char* algo) override {
+    setAlgoEnv(algo);
+    nodusComm_t comm = nullptr;
+    checkNodus(nodusCommInitMPI(&comm, MPI_COMM_WORLD), "nodusCommInitMPI", nullptr, rank_);
+    return comm;
+  }
+
+ private:
+  int rank_;
+};
+
 int mainMpi(int argc, char** argv, const Options& opt) {
   MPI_Init(&argc, &argv);
   gAbortWithMpi = true;
@@ -1542,7 +1971,8 @@ int mainMpi(int argc, char** argv, const Options& opt) {
   }
   const int version = libraryVersion();
   nodusComm_t comm = nullptr;
-  checkNodus(nodusCommInitMPI(&comm, MPI_COMM_WORLD), "nodusCommInitMPI", nullptr, rank);
+  if (!opt.algoAll())
+    checkNodus(nodusCommInitMPI(&comm, MPI_COMM_WORLD), "nodusCommInitMPI", nullptr, rank);
 
   constexpr int kLine = 320;
   char line[kLine] = {};
@@ -1565,10 +1995,15 @@ int mainMpi(int argc, char** argv, const Options& opt) {
   uint64_t wrong = 0;
   {
     Runner runner(opt, rank, size, comm, group, opt.baselineMpi, reporter.get());
-    wrong = runner.run();
+    if (opt.algoAll()) {
+      MpiCommMaker maker(rank);
+      wrong = runner.runAll(maker);
+    } else {
+      wrong = runner.run();
+    }
   }
   group.barrier();
-  checkNodus(nodusCommDestroy(comm), "nodusCommDestroy", nullptr, rank);
+  if (comm != nullptr) checkNodus(nodusCommDestroy(comm), "nodusCommDestroy", nullptr, rank);
   if (reporter) reporter->finish();
   MPI_Finalize();
   return wrong == 0 ? 0 : 1;
@@ -1591,6 +2026,12 @@ int main(int argc, char** argv) {
     if (speaker) printHelp(stdout);
     return 0;
   }
+  // Before MPI_Init and before any thread exists: every communicator of the run
+  // is created after this, in every process. -a all sets it per communicator.
+  if (opt.algo == "auto")
+    setAlgoEnv(nullptr);
+  else if (opt.algoColumn())
+    setAlgoEnv(opt.algo.c_str());
   if (opt.threads > 0) {
     if (launcherSize() > 1) {
       if (speaker)
