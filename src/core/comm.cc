@@ -49,6 +49,7 @@ struct RankInfo {
   char machine[80];  // the machine it really runs on: which transports reach it
   uint64_t fabricFingerprint;
   int32_t numa;
+  int32_t cores;  // cores this process may run on
   uint64_t processToken;  // random per process: equal tokens = same process
   int32_t pid;
   uint32_t slots;
@@ -160,6 +161,7 @@ Status Comm::init(InitOptions& opts) {
   me.slotBytes = cfg_.slotBytes;
   me.fabricFingerprint = fabric.fingerprint();
   me.numa = currentNuma(*node);
+  me.cores = coresAvailable();
   NODUS_TRY(bootstrap_->allGather(infos.data(), sizeof(RankInfo)));
   std::vector<std::string> hostOfRank;
   std::vector<int> numaOfRank;
@@ -173,6 +175,15 @@ Status Comm::init(InitOptions& opts) {
     numaOfRank.push_back(infos[r].numa);
   }
   NODUS_TRY(Topology::build(fabric, hostOfRank, numaOfRank, &topo_));
+  // Computed from what every rank reported, so every rank prices algorithms
+  // alike (they must all choose the same one).
+  std::map<std::string, std::pair<int, int>> perMachine;  // ranks, fewest cores
+  for (const RankInfo& info : infos) {
+    auto& [ranks, cores] = perMachine.try_emplace(info.machine, 0, info.cores).first->second;
+    ++ranks;
+    cores = std::min(cores, static_cast<int>(info.cores));
+  }
+  for (const auto& [machine, rc] : perMachine) topo_.oversubscribed |= rc.first > rc.second;
   for (int r = 0; r < nranks_; ++r) {
     if (infos[r].slotBytes != cfg_.slotBytes || infos[r].slots != cfg_.slots)
       return makeError(nodusInvalidUsage,
@@ -278,7 +289,7 @@ Status Comm::plan(const PlanKey& key, std::shared_ptr<const Plan>* out) {
   NODUS_TRY(algo->build(key, ctx, *p));
   p->sliceElems = std::max<uint64_t>(1, cfg_.sliceBytes / key.typeSize);
   for (const Step& s : p->steps) p->maxSlices = std::max(p->maxSlices, (s.count + p->sliceElems - 1) / p->sliceElems);
-  NODUS_INFO(rank_, "%s count=%llu x %uB%s root=%d: %s, %zu steps, %zu phases (estimates: %s)", collectiveName(key.coll),
+  NODUS_INFO(rank_, "%s count=%llu x %uB%s root=%d: %s, %zu step(s), %zu phase(s) (estimates: %s)", collectiveName(key.coll),
              static_cast<unsigned long long>(key.count), key.typeSize, key.inPlace ? " in-place" : "", key.root, algo->name,
              p->steps.size(), p->phaseStarts.size() + 1, choice.explain().c_str());
   if (logLevel() >= LogLevel::Trace) NODUS_TRACE(rank_, "%s", describe(*p).c_str());

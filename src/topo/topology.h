@@ -32,6 +32,9 @@ struct Topology {
   std::vector<std::vector<int>> ranksOf; // per host, its ranks NUMA node by NUMA node
   std::vector<int> ringOrder;            // every rank once, neighbours close
   std::vector<int> hostOrder;            // hosts in the order the ring visits them
+  // Some machine runs more ranks than it has cores: a rank waiting for a
+  // peer must sleep and be woken, so each step costs a scheduler round trip.
+  bool oversubscribed = false;
 
   // Fabric links a message between two ranks crosses (0 inside a host):
   // torus Manhattan distance with wrap-around, fat-tree switch hops.

@@ -23,6 +23,12 @@ CostModel CostModel::of(const PlanContext& ctx) {
   const Topology* t = ctx.topo;
   if (t == nullptr) return m;
   m.topo = t;
+  if (t->oversubscribed) {
+    // Every hand-off between ranks of a machine is a futex wake and a
+    // context switch (7 us and more here), not a polled flag.
+    m.intraAlphaUs = 15.0;
+    m.alphaUs = m.intraAlphaUs;
+  }
   const LinkSpec& link = t->fabric.link;
   // A message on the fabric pays the latency of each link it crosses plus
   // about a microsecond of software on each side.
