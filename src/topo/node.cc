@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <sstream>
 
 #include "core/params.h"
@@ -44,7 +45,7 @@ struct TopologyDeleter {
 };
 using TopologyPtr = std::unique_ptr<hwloc_topology, TopologyDeleter>;
 
-Status load(const char* xml, NodeInfo* out) {
+Status loadTopology(const char* xml, TopologyPtr* out) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) return systemError("hwloc_topology_init");
   TopologyPtr topo(raw);
@@ -53,7 +54,11 @@ Status load(const char* xml, NodeInfo* out) {
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   if (hwloc_topology_load(raw) != 0)
     return systemError("hwloc: cannot load the %s topology", xml ? xml : "machine's");
+  *out = std::move(topo);
+  return Status::ok();
+}
 
+Status describeTopology(hwloc_topology_t raw, const char* xml, NodeInfo* out) {
   NodeInfo n;
   n.source = xml ? xml : "this machine";
   n.packages = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_PACKAGE);
@@ -136,11 +141,27 @@ Status load(const char* xml, NodeInfo* out) {
 
 }  // namespace
 
-Status loadNodeXml(const std::string& path, NodeInfo* out) { return load(path.c_str(), out); }
+Status loadNodeXml(const std::string& path, NodeInfo* out) {
+  TopologyPtr topo;
+  NODUS_TRY(loadTopology(path.c_str(), &topo));
+  return describeTopology(topo.get(), path.c_str(), out);
+}
 
 Status detectNode(NodeInfo* out) {
   const std::string xml = param::kHwlocXml.get();
-  return load(xml.empty() ? nullptr : xml.c_str(), out);
+  if (!xml.empty()) return loadNodeXml(xml, out);
+  // This machine's topology is loaded once and never destroyed: loading
+  // probes PCI (slow), and destroying the last topology would unload hwloc's
+  // PCI plugin, orphaning what it keeps allocated for the process.
+  static std::mutex mu;
+  static hwloc_topology_t machine = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (machine == nullptr) {
+    TopologyPtr topo;
+    NODUS_TRY(loadTopology(nullptr, &topo));
+    machine = topo.release();
+  }
+  return describeTopology(machine, nullptr, out);
 }
 
 int currentNuma(const NodeInfo& node) { return node.numaOfCpu(sched_getcpu()); }
