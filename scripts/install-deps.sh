@@ -10,6 +10,7 @@ packages=(
   libibverbs-dev librdmacm-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3
+  python3-torch libtorch-dev pybind11-dev python3-dev python3-numpy python3-pytest
 )
 
 missing=()
