@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   openmpi-bin libopenmpi-dev
   libhwloc-dev hwloc libyaml-cpp-dev graphviz
-  libibverbs-dev librdmacm-dev
+  libibverbs-dev librdmacm-dev libsimgrid-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3
   python3-torch libtorch-dev pybind11-dev python3-dev python3-numpy python3-pytest

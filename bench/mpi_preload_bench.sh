@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Times an unmodified MPI collective benchmark (mpi-coll-bench) with the MPI
+# library alone and with libnodus_mpi preloaded, and prints both tables and
+# their ratio per size.
+#
+#   bench/mpi_preload_bench.sh [options] [-- mpi-coll-bench options]
+#
+#   -n NP        ranks (default 2)
+#   -B DIR       build directory (default: build)
+#   -r ROUNDS    plain and preloaded runs alternate this many times; each size
+#                keeps its best median over the rounds (default 2)
+#   -a           also a preloaded run with NODUS_MPI_MIN_BYTES=0 (nodus at
+#                every size), to see where the threshold belongs
+#   -o DIR       keep the CSV files there (default: a temporary directory);
+#                runs accumulate, and the table takes the best over all of them
+#   -R           no new runs: print the table of what DIR already holds
+#
+# The benchmark's own defaults: AllReduce and AllGather, 8 B to 64 MiB, x2,
+# out of place; e.g. `-- -p both -c all -e 16M` changes them. ratio = MPI
+# time / preloaded time (above 1: the preload is faster).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+np=2 build=build rounds=2 all=0 out="" reportOnly=0
+while getopts "n:B:r:ao:Rh" opt; do
+  case $opt in
+    n) np=$OPTARG ;;
+    B) build=$OPTARG ;;
+    r) rounds=$OPTARG ;;
+    a) all=1 ;;
+    o) out=$OPTARG ;;
+    R) reportOnly=1 ;;
+    h) sed -n '2,21p' "$0"; exit 0 ;;
+    *) exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ "${1:-}" = "--" ] && shift
+
+bench=$build/bench/mpi-coll-bench
+lib=$build/plugins/mpi/libnodus_mpi.so
+for f in "$bench" "$lib"; do
+  [ -e "$f" ] || { echo "mpi_preload_bench.sh: $f not found (build first: cmake --build $build)" >&2; exit 1; }
+done
+lib=$(readlink -f "$lib")
+if [ -z "$out" ]; then
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+fi
+mkdir -p "$out"
+
+# The flags users never type: root in containers, more ranks than cores, no binding.
+launch=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader -np "$np")
+
+run() {  # name, then extra mpirun arguments
+  local name=$1
+  shift
+  echo "== $name (round $r of $rounds)"
+  "${launch[@]}" "$@" "$bench" --csv "$out/$name.$$-$r.csv" "${benchArgs[@]}"
+}
+
+benchArgs=("$@")
+if [ "$reportOnly" = 0 ]; then
+  for r in $(seq 1 "$rounds"); do
+    run mpi
+    run nodus -x LD_PRELOAD="$lib" -x NODUS_MPI_VERBOSE=1
+    if [ "$all" = 1 ]; then run nodus-all -x LD_PRELOAD="$lib" -x NODUS_MPI_MIN_BYTES=0; fi
+  done
+fi
+ls "$out"/nodus-all.*.csv >/dev/null 2>&1 && all=1
+
+# Best median per (collective, placement, size) over the rounds, then the ratio.
+best() {  # name -> "coll,place,size time busbw wrong" lines
+  cat "$out/$1".*.csv | awk -F, 'NF == 12 && $1 != "collective" {
+      k = $1 "," $4 "," $5
+      if (!(k in t) || $8 < t[k]) { t[k] = $8; bw[k] = $11 }
+      if ($12 + 0 != 0) wrong[k] = 1
+    } END { for (k in t) printf "%s %s %s %d\n", k, t[k], bw[k], (k in wrong) }' | sort -t, -k1,1 -k2,2 -k3,3n
+}
+best mpi >"$out/mpi.best"
+best nodus >"$out/nodus.best"
+[ "$all" = 1 ] && best nodus-all >"$out/nodus-all.best"
+
+echo
+echo "# $np ranks; time = best median over $(ls "$out"/mpi.*.csv | wc -l) run(s) of mpi-coll-bench; ratio = MPI time / preloaded time"
+printf "# %-21s %6s %12s %12s %12s %12s %12s %8s" collective place "size(B)" "MPI(us)" "MPI busbw" "nodus(us)" "nodus busbw" ratio
+[ "$all" = 1 ] && printf " %12s %8s" "all(us)" "ratio"
+echo
+join -j1 <(sed 's/ /|/' "$out/mpi.best" | sort -t'|' -k1,1) <(sed 's/ /|/' "$out/nodus.best" | sort -t'|' -k1,1) -t'|' |
+  { if [ "$all" = 1 ]; then join -j1 -t'|' - <(sed 's/ /|/' "$out/nodus-all.best" | sort -t'|' -k1,1); else cat; fi; } |
+  tr '|' ' ' | tr ',' ' ' | sort -k1,1 -k2,2 -k3,3n |
+  awk -v all="$all" '{
+      # coll place size  mpi_t mpi_bw mpi_wrong  nodus_t nodus_bw nodus_wrong  [all_t all_bw all_wrong]
+      ratio = $7 > 0 ? $4 / $7 : 0
+      printf "  %-21s %6s %12d %12.2f %12.3f %12.2f %12.3f %8.2f", $1, $2, $3, $4, $5, $7, $8, ratio
+      if (all == 1) printf " %12.2f %8.2f", $10, ($10 > 0 ? $4 / $10 : 0)
+      if ($6 || $9 || (all == 1 && $12)) { printf "  WRONG"; bad = 1 }
+      printf "\n"
+    } END { exit bad }'
+echo "# CSV files: $out"

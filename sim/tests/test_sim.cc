@@ -1,0 +1,376 @@
+// nodus-sim on small platforms (8 to 64 hosts, seconds): the simulated
+// placement is the runtime's, contention-free schedules take exactly their
+// alpha-beta time under CM02, shared links halve bandwidth, and the
+// simulator and the verifier agree on which plans are valid.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "algorithms/algorithm.h"
+#include "plan/verifier.h"
+#include "sim/bounds.h"
+#include "sim/reorder.h"
+#include "sim/simulation.h"
+
+using namespace nodus;
+using namespace nodus::sim;
+
+namespace {
+
+// Fabric environment for a spec: exactly one of the three variables set.
+std::vector<std::string> torus(const std::string& dims) {
+  return {"NODUS_TOPO_FILE=", "NODUS_FATTREE=", "NODUS_TORUS_DIMS=" + dims};
+}
+std::vector<std::string> fatTree(const std::string& radix) {
+  return {"NODUS_TOPO_FILE=", "NODUS_TORUS_DIMS=", "NODUS_FATTREE=" + radix};
+}
+
+// Pins everything the environment could change, so the formulas below hold.
+SimSpec baseSpec(std::vector<std::string> env) {
+  SimSpec s;
+  s.env = std::move(env);
+  s.env.push_back("NODUS_ALGO=");
+  s.sliceBytes = 128 * 1024;
+  s.slots = 8;
+  s.softwareUs = 2.0;
+  s.timeoutS = 120;
+  return s;
+}
+
+// Plans that only move data: `flows` (from, to) pairs of `bytes` each, all at once.
+std::function<Status(const Topology&, std::vector<Plan>&)> flowPlans(std::vector<std::pair<int, int>> flows,
+                                                                    uint64_t bytes) {
+  return [flows, bytes](const Topology&, std::vector<Plan>& plans) {
+    const uint64_t n = bytes / 4;
+    for (Plan& p : plans) {
+      p.key.count = n;
+      p.steps.clear();
+      p.phaseStarts.clear();
+    }
+    for (const auto& [from, to] : flows)
+      plans[static_cast<size_t>(from)].steps.push_back({Op::Send, -1, to, {Buf::Send, 0}, {}, n, false});
+    for (const auto& [from, to] : flows)
+      plans[static_cast<size_t>(to)].steps.push_back({Op::Recv, from, -1, {}, {Buf::Recv, 0}, n, false});
+    // A rank with several flows runs them one after the other (with enough
+    // slots, its sends never wait for the receiver).
+    for (Plan& p : plans)
+      for (uint32_t i = 1; i < p.steps.size(); ++i) p.phaseStarts.push_back(i);
+    return Status::ok();
+  };
+}
+
+void expectNear(double got, double want, double rel, const std::string& what) {
+  EXPECT_NEAR(got, want, want * rel) << what << ": simulated " << got << " us, formula " << want << " us";
+}
+
+}  // namespace
+
+// ---- Placement ------------------------------------------------------------------
+
+TEST(SimPlatform, RoutesFollowTheRuntimesPlacement) {
+  struct Case {
+    std::vector<std::string> env;
+    int ranksPerHost;
+  };
+  const Case cases[] = {
+      {torus("4x4x4"), 1}, {torus("3x4x5"), 1}, {torus("2x2x2"), 2}, {torus("8"), 1},
+      {fatTree("4x4x4"), 1}, {fatTree("8x4:2x1"), 1}, {fatTree("4x2"), 3},
+  };
+  for (const Case& c : cases) {
+    const Status s = inChild([&] {
+      for (const std::string& kv : c.env) {
+        const size_t eq = kv.find('=');
+        if (eq + 1 == kv.size()) unsetenv(kv.substr(0, eq).c_str());
+        else setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+      }
+      Topology t;
+      NODUS_TRY(topologyFromEnvironment(0, c.ranksPerHost, &t));
+      return checkRoutes(t, LinkModel{}, 4000);
+    });
+    EXPECT_TRUE(s.isOk()) << c.env.back() << " x" << c.ranksPerHost << ": " << s.message();
+  }
+}
+
+// ---- Alpha-beta formulas under CM02 (1%) ----------------------------------------
+
+TEST(SimFormula, OneMessageIsLatencyPlusBytesOverBandwidth) {
+  // A ring of 8 hosts: rank 0 to rank 3 crosses 3 links.
+  SimSpec s = baseSpec(torus("8"));
+  s.bytes = 1 << 20;
+  s.algo = "ring";
+  s.editPlans = flowPlans({{0, 3}}, s.bytes);
+  const SimOutcome o = simulate(s);
+  ASSERT_TRUE(o.ok) << o.error;
+  expectNear(o.simUs, 2.0 + 3 * 1.0 + (1 << 20) / 25e3, 0.01, "0 -> 3");
+}
+
+TEST(SimFormula, RingAllReduceInOneRound) {
+  // Blocks of 64 KiB fit one slice: 2(p-1) steps of (alpha + block * beta).
+  SimSpec s = baseSpec(torus("8"));
+  s.bytes = 512 * 1024;
+  s.algo = "ring";
+  const SimOutcome o = simulate(s);
+  ASSERT_TRUE(o.ok) << o.error;
+  const double alpha = 2.0 + 1.0, block = s.bytes / 8.0;
+  expectNear(o.simUs, 14 * (alpha + block / 25e3), 0.01, "ring 8 x 512K");
+  // The tuner's ring formula is this case exactly.
+  expectNear(o.tunerUs, o.simUs, 0.01, "tuner");
+}
+
+TEST(SimFormula, RingAllReduceSliceRoundsEachPayTheLatencyChain) {
+  // 8 MiB on 8 ranks: blocks of 1 MiB = 8 slices. The executor runs slice 0
+  // of every step, then slice 1, ...: each of the R = 8 rounds waits for the
+  // whole 2(p-1)-hop chain, so T = 2(p-1) R alpha + 2(p-1)/p N beta.
+  SimSpec s = baseSpec(torus("8"));
+  s.bytes = 8 << 20;
+  s.algo = "ring";
+  const SimOutcome o = simulate(s);
+  ASSERT_TRUE(o.ok) << o.error;
+  const double alpha = 3.0, rounds = 8;
+  expectNear(o.simUs, 14 * rounds * alpha + 14.0 / 8 * s.bytes / 25e3, 0.01, "ring 8 x 8M");
+  // With two slices a round (--round-slices 2) a slice's transfer hides the
+  // next one's latency: the ring runs at the links' pace.
+  s.roundSlices = 2;
+  const SimOutcome two = simulate(s);
+  ASSERT_TRUE(two.ok) << two.error;
+  const double data = 14.0 / 8 * s.bytes / 25e3;
+  EXPECT_GT(two.simUs, data);
+  EXPECT_LT(two.simUs, data * 1.03);
+}
+
+TEST(SimFormula, ChainBroadcastPipelines) {
+  // Contention-free pipeline: (p-1) alpha + (N + (p-2) slice) beta.
+  SimSpec s = baseSpec(torus("8"));
+  s.coll = Collective::Broadcast;
+  s.bytes = 4 << 20;
+  s.algo = "chain";
+  const SimOutcome o = simulate(s);
+  ASSERT_TRUE(o.ok) << o.error;
+  expectNear(o.simUs, 7 * 3.0 + (s.bytes + 6.0 * (1 << 17)) / 25e3, 0.01, "chain");
+}
+
+TEST(SimFormula, TorusWithInterleavedStreamsMatchesTheTuner) {
+  // One slice round: every stream's ring is contention-free on its own links,
+  // and the dimension-wise formula the tuner uses is exact.
+  SimSpec s = baseSpec(torus("4x4x4"));
+  s.bytes = 1 << 20;
+  s.algo = "torus";
+  s.reorder = "streams";
+  const SimOutcome o = simulate(s);
+  ASSERT_TRUE(o.ok) << o.error;
+  EXPECT_TRUE(o.reordered);
+  expectNear(o.simUs, o.tunerNetUs, 0.01, "torus 4x4x4, streams interleaved");
+  // As the executor runs today's plan, the six streams' latency chains add up.
+  s.reorder.clear();
+  const SimOutcome asIs = simulate(s);
+  ASSERT_TRUE(asIs.ok) << asIs.error;
+  EXPECT_GT(asIs.simUs, 4 * o.simUs);
+}
+
+TEST(SimFormula, TreeAsFourLanesPipelinesLikeTheModel) {
+  // The double binary tree as one plan: every slice round waits for a trip
+  // up to the root and back through both trees. Split NCCL-style into each
+  // tree's up and down lanes, it pipelines as the tuner's formula says.
+  SimSpec s = baseSpec(fatTree("8"));
+  s.bytes = 8 << 20;
+  s.algo = "tree";
+  const SimOutcome asIs = simulate(s);
+  ASSERT_TRUE(asIs.ok) << asIs.error;
+  s.reorder = "tree";
+  const SimOutcome lanes = simulate(s);
+  ASSERT_TRUE(lanes.ok) << lanes.error;
+  EXPECT_TRUE(lanes.reordered);
+  expectNear(lanes.simUs, lanes.tunerUs, 0.05, "tree in four lanes");
+  EXPECT_GT(asIs.simUs, 3 * lanes.simUs);
+}
+
+// ---- Contention -----------------------------------------------------------------
+
+TEST(SimContention, TwoFlowsOnOneLinkTakeTwiceAsLong) {
+  const uint64_t bytes = 64 << 20;
+  auto run = [&](std::vector<std::string> env, std::vector<std::pair<int, int>> flows) {
+    SimSpec s = baseSpec(std::move(env));
+    s.slots = 1024;  // every slice of a flow may be in flight: the links alone set the pace
+    s.bytes = bytes;
+    s.algo = "ring";
+    s.editPlans = flowPlans(flows, bytes);
+    const SimOutcome o = simulate(s);
+    EXPECT_TRUE(o.ok) << o.error;
+    return o.simUs;
+  };
+  // Fat-tree leaf of 4 hosts: 0 -> 2 alone, then 0 -> 2 and 1 -> 2 (rank 2's downlink shared).
+  const double one = run(fatTree("4"), {{0, 2}});
+  const double two = run(fatTree("4"), {{0, 2}, {1, 2}});
+  const double apart = run(fatTree("4"), {{0, 1}, {2, 3}});
+  const double latency = 2.0 + 2 * 1.0;
+  expectNear(one, latency + bytes / 25e3, 0.01, "one flow");
+  expectNear(two, latency + 2 * bytes / 25e3, 0.01, "two flows into one host");
+  expectNear(apart, one, 0.01, "two flows on separate links");
+  // Torus ring of 4: 0 -> 2 goes 0-1-2, 1 -> 2 shares the link 1-2.
+  const double tone = run(torus("4"), {{0, 2}});
+  const double ttwo = run(torus("4"), {{0, 2}, {1, 2}});
+  EXPECT_NEAR((ttwo - 4.0) / (tone - 4.0), 2.0, 0.02);
+  // Opposite directions of one link do not share (split-duplex links).
+  const double duplex = run(torus("4"), {{0, 1}, {1, 0}});
+  expectNear(duplex, 3.0 + bytes / 25e3, 0.01, "both directions of one link");
+}
+
+// ---- The simulator and the verifier agree -----------------------------------------
+
+namespace {
+
+// A deliberately broken variant of an algorithm's plans, checked both ways.
+struct Broken {
+  const char* what;
+  std::function<void(std::vector<Plan>&)> edit;
+};
+
+}  // namespace
+
+TEST(SimVerifier, BothRejectBrokenPlans) {
+  const PlanContext tight{1 << 10, 4, 0, nullptr};
+  const Broken cases[] = {
+      {"a lost last receive", [](std::vector<Plan>& p) { p[2].steps.pop_back(); }},
+      {"a size mismatch", [](std::vector<Plan>& p) { p[1].steps[1].count -= 1; }},
+      {"two ranks waiting for each other",
+       [](std::vector<Plan>& p) {
+         for (int r = 0; r < 2; ++r) {
+           p[r].steps = {{Op::Recv, 1 - r, -1, {}, {Buf::Recv, 0}, 5, false},
+                         {Op::Send, -1, 1 - r, {Buf::Send, 0}, {}, 5, false}};
+           p[r].phaseStarts.clear();
+         }
+       }},
+      {"a peer out of range", [](std::vector<Plan>& p) { p[0].steps[0].sendPeer = 9; }},
+  };
+  const Algorithm* ring = findAlgorithm("ring");
+  ASSERT_NE(ring, nullptr);
+  const VerifyCase vc{Collective::AllReduce, 4, 4096, 0, false, 4};
+  for (const Broken& b : cases) {
+    std::vector<Plan> plans(4);
+    for (int r = 0; r < 4; ++r) {
+      plans[r].key = PlanKey{vc.coll, 4, r, vc.count, 4, 0, false};
+      plans[r].algorithm = "ring";
+      ASSERT_TRUE(ring->build(plans[r].key, tight, plans[r]).isOk());
+    }
+    b.edit(plans);
+    EXPECT_FALSE(verifyPlans(vc, tight, plans).isOk()) << b.what << ": the verifier accepts it";
+
+    SimSpec s = baseSpec(fatTree("4"));
+    s.bytes = vc.count * 4;
+    s.sliceBytes = tight.sliceBytes;
+    s.slots = tight.slots;
+    s.algo = "ring";
+    s.editPlans = [&](const Topology&, std::vector<Plan>& p) {
+      b.edit(p);
+      return Status::ok();
+    };
+    const SimOutcome o = simulate(s);
+    EXPECT_FALSE(o.ok) << b.what << ": the simulator runs it in " << o.simUs << " us";
+  }
+}
+
+TEST(SimVerifier, OneSlotDeadlocksARingInBoth) {
+  const Algorithm* ring = findAlgorithm("ring");
+  PlanContext one{1 << 10, 1, 0, nullptr};
+  const Status v = verifyAlgorithm(*ring, VerifyCase{Collective::AllReduce, 3, 30, 0, false, 4}, one);
+  EXPECT_NE(v.message().find("deadlock"), std::string::npos) << v.message();
+  SimSpec s = baseSpec(fatTree("3"));
+  s.bytes = 120;
+  s.sliceBytes = 1 << 10;
+  s.slots = 1;
+  s.algo = "ring";
+  const SimOutcome o = simulate(s);
+  EXPECT_FALSE(o.ok);
+  EXPECT_NE(o.error.find("deadlock"), std::string::npos) << o.error;
+  // Two slots are enough for both.
+  s.slots = 2;
+  EXPECT_TRUE(simulate(s).ok);
+  one.slots = 2;
+  EXPECT_TRUE(verifyAlgorithm(*ring, VerifyCase{Collective::AllReduce, 3, 30, 0, false, 4}, one).isOk());
+}
+
+// Every registered algorithm's plans that the verifier accepts complete in the
+// simulator, on a torus with two ranks per host, a fat-tree and a flat
+// switch, single-slice and multi-slice, never faster than the bandwidth bound.
+TEST(SimVerifier, EveryAlgorithmRunsToCompletion) {
+  struct Fabric {
+    std::vector<std::string> env;
+    int ranksPerHost;
+  };
+  const Fabric fabrics[] = {{torus("2x2x2"), 2}, {fatTree("4x2:2x1"), 1}, {fatTree("6"), 1}};
+  std::vector<SimSpec> specs;
+  for (const Fabric& f : fabrics) {
+    for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
+                         Collective::Broadcast, Collective::Reduce}) {
+      for (const Algorithm* a : algorithms()) {
+        if (std::string(a->name) == "p2p") continue;
+        for (uint64_t bytes : {uint64_t{4096}, uint64_t{3} << 20}) {
+          SimSpec s = baseSpec(f.env);
+          s.ranksPerHost = f.ranksPerHost;
+          s.coll = c;
+          s.bytes = bytes;
+          s.root = 1;
+          s.algo = a->name;
+          s.sliceBytes = 64 * 1024;
+          s.verify = true;
+          s.reorder = "all";  // the rewrites must pass the verifier too
+          specs.push_back(s);
+        }
+      }
+    }
+  }
+  const std::vector<SimOutcome> out = simulateMany(specs, 2);
+  int ran = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const SimOutcome& o = out[i];
+    if (!o.ok && o.error.find("does not run") != std::string::npos) continue;
+    ++ran;
+    EXPECT_TRUE(o.ok) << specs[i].env.back() << " " << specs[i].algo << " " << o.coll << " " << specs[i].bytes << ": "
+                      << o.error;
+    if (o.ok) {
+      EXPECT_GE(o.simUs, o.boundUs * 0.999) << specs[i].algo << " " << o.coll << " beats the bound";
+    }
+  }
+  EXPECT_GT(ran, 40);
+}
+
+// ---- Bounds ---------------------------------------------------------------------
+
+TEST(SimBound, Formulas) {
+  Topology t;
+  setenv("NODUS_TORUS_DIMS", "8x8x8", 1);
+  unsetenv("NODUS_FATTREE");
+  unsetenv("NODUS_TOPO_FILE");
+  ASSERT_TRUE(topologyFromEnvironment(0, 1, &t).isOk());
+  // 256 MiB AllReduce on 8x8x8, 25 GB/s: 2 * 511/512 * N / (6 x 25 GB/s).
+  const Bound b = bandwidthBound(Collective::AllReduce, 256ull << 20, t, LinkModel{});
+  EXPECT_NEAR(b.us, 2.0 * 511 / 512 * (256 << 20) / 150e3, 0.01);
+  // Fat-tree 16x32 with 4:1 leaves: the host link binds (16/4 uplinks per leaf of 16 hosts).
+  setenv("NODUS_FATTREE", "16x32:4x1", 1);
+  unsetenv("NODUS_TORUS_DIMS");
+  Topology f;
+  ASSERT_TRUE(topologyFromEnvironment(0, 1, &f).isOk());
+  const Bound fb = bandwidthBound(Collective::AllReduce, 1 << 30, f, LinkModel{});
+  EXPECT_NEAR(fb.us, 2.0 * 511 / 512 * (1 << 30) / 25e3, 0.1);
+  // Even one uplink per leaf (16:1) does not bind an AllReduce (a leaf can
+  // reduce inside first and send 2(k-1)/k N up), but it binds an AllGather
+  // of the leaves' combined 16 inputs... which is also (k-1)/k N: the bound
+  // stays the host's. Two levels of 4:1 over 2 pods: the pod's 1 x 4 uplinks
+  // carry (2-1)/2 N against a host's 511/512 N: still the host.
+  setenv("NODUS_FATTREE", "16x32:16x1", 1);
+  Topology o;
+  ASSERT_TRUE(topologyFromEnvironment(0, 1, &o).isOk());
+  const Bound ob = bandwidthBound(Collective::AllReduce, 1 << 30, o, LinkModel{});
+  EXPECT_NEAR(ob.us, fb.us, 0.1);
+  EXPECT_NE(ob.formula.find("host"), std::string::npos) << ob.formula;
+  // Several ranks per host: their 10 GB/s links inside the host bind first.
+  setenv("NODUS_TORUS_DIMS", "4x4x4", 1);
+  unsetenv("NODUS_FATTREE");
+  Topology l;
+  ASSERT_TRUE(topologyFromEnvironment(0, 4, &l).isOk());
+  const Bound lb = bandwidthBound(Collective::AllReduce, 1 << 30, l, LinkModel{});
+  EXPECT_NEAR(lb.us, 2.0 * 255 / 256 * (1 << 30) / 10e3, 0.1);
+  unsetenv("NODUS_TORUS_DIMS");
+  unsetenv("NODUS_FATTREE");
+}
