@@ -5,6 +5,7 @@
 #   small-*     small-message latency: torus vs the double binary tree
 #   fattree-*   512-host 2-level and 4096-host 3-level fat-trees, 8 B to 1 GiB:
 #               every algorithm, the tuner's pick vs the best, the tuner's error
+#   *-fixed, *-r4  the same with the proposed plan / executor changes (README)
 #
 #   sim/sweep.sh [NAME...]        all tables, or the named ones
 #
@@ -77,5 +78,12 @@ ft4096=tree,halving-doubling
 [ "${FLAT_RING_4096:-0}" = 1 ] && ft4096=all
 run fattree-4096 --fabric fattree:16x16x16 -b 8 -e 64M -f 8 -a "$ft4096"
 run fattree-4096-big --fabric fattree:16x16x16 -b 256M -e 1G -f 4 -a "$ft4096" --slice-bytes "$BIG_SLICE"
+
+# The same with the proposed fixes: the tree as four lanes (each tree's up
+# and down), the torus streams interleaved; and the cursor taking 4 slices a
+# round (an executor change) for the bandwidth-bound algorithms.
+run fattree-512-fixed --fabric fattree:16x32 -b 8 -e 1G -f 8 -a all --reorder all
+run fattree-512-r4 --fabric fattree:16x32 -b 2M -e 1G -f 8 -a ring,halving-doubling --round-slices 4
+run fattree-4096-fixed --fabric fattree:16x16x16 -b 8 -e 64M -f 8 -a "$ft4096" --reorder all
 
 echo "sweep: tables in $OUT/summary.txt" >&2
