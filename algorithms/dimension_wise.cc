@@ -39,40 +39,64 @@ void buildDimensionWise(const PlanKey& k, const std::vector<DimensionRing>& ring
   for (size_t j = 0; j < nstreams; ++j) cur[j] = {blockBegin(j, k.count, nstreams), blockSize(j, k.count, nstreams)};
 
   // Reduce-scatter, dimension by dimension: a ring reduce-scatter of the
-  // stream's block; the rank keeps sub-block pos+1 of it.
+  // stream's block; the rank keeps sub-block pos+1 of it. Step k of every
+  // stream comes before step k+1 of any, so the streams' rings advance
+  // together on their different links instead of one after another.
   for (size_t t = 0; t < stages; ++t) {
     b.phase();
     const bool last = t + 1 == stages;
     const Buf src = t == 0 ? Buf::Send : Buf::Recv;
+    std::vector<StageRing> rs;
+    int maxQ = 0;
     for (size_t j = 0; j < nstreams; ++j) {
-      const StageRing r(rings[static_cast<size_t>(streams[j].dims[t])], streams[j].backward);
+      rs.emplace_back(rings[static_cast<size_t>(streams[j].dims[t])], streams[j].backward);
       history[j].push_back(cur[j]);
-      const Block& blk = cur[j];
-      Block s = r.sub(blk, r.pos);
-      b.send(r.next, {src, s.off}, s.len);
-      for (int step = 1; step < r.q - 1; ++step) {
-        s = r.sub(blk, r.pos - step);
-        b.recvReduceSend(r.prev, r.next, {src, s.off}, s.len);
+      maxQ = std::max(maxQ, rs[j].q);
+    }
+    for (int step = 0; step < maxQ; ++step) {
+      for (size_t j = 0; j < nstreams; ++j) {
+        const StageRing& r = rs[j];
+        const Block& blk = history[j][t];
+        if (step >= r.q) continue;
+        if (step == 0) {
+          const Block s = r.sub(blk, r.pos);
+          b.send(r.next, {src, s.off}, s.len);
+        } else if (step < r.q - 1) {
+          const Block s = r.sub(blk, r.pos - step);
+          b.recvReduceSend(r.prev, r.next, {src, s.off}, s.len);
+        } else {
+          const Block s = r.sub(blk, r.pos + 1);
+          b.recvReduceCopy(r.prev, {src, s.off}, {Buf::Recv, s.off}, s.len, last);
+          cur[j] = s;
+        }
       }
-      s = r.sub(blk, r.pos + 1);
-      b.recvReduceCopy(r.prev, {src, s.off}, {Buf::Recv, s.off}, s.len, last);
-      cur[j] = s;
     }
   }
-  // All-gather back through the dimensions in reverse.
+  // All-gather back through the dimensions in reverse, streams in step.
   for (size_t t = stages; t-- > 0;) {
     b.phase();
+    std::vector<StageRing> rs;
+    int maxQ = 0;
     for (size_t j = 0; j < nstreams; ++j) {
-      const StageRing r(rings[static_cast<size_t>(streams[j].dims[t])], streams[j].backward);
-      const Block& blk = history[j][t];
-      Block s = r.sub(blk, r.pos + 1);
-      b.send(r.next, {Buf::Recv, s.off}, s.len);
-      for (int step = 0; step < r.q - 2; ++step) {
-        s = r.sub(blk, r.pos - step);
-        b.recvCopySend(r.prev, r.next, {Buf::Recv, s.off}, s.len);
+      rs.emplace_back(rings[static_cast<size_t>(streams[j].dims[t])], streams[j].backward);
+      maxQ = std::max(maxQ, rs[j].q);
+    }
+    for (int step = 0; step < maxQ; ++step) {
+      for (size_t j = 0; j < nstreams; ++j) {
+        const StageRing& r = rs[j];
+        const Block& blk = history[j][t];
+        if (step >= r.q) continue;
+        if (step == 0) {
+          const Block s = r.sub(blk, r.pos + 1);
+          b.send(r.next, {Buf::Recv, s.off}, s.len);
+        } else if (step < r.q - 1) {
+          const Block s = r.sub(blk, r.pos - (step - 1));
+          b.recvCopySend(r.prev, r.next, {Buf::Recv, s.off}, s.len);
+        } else {
+          const Block s = r.sub(blk, r.pos + 2);
+          b.recv(r.prev, {Buf::Recv, s.off}, s.len);
+        }
       }
-      s = r.sub(blk, r.pos + 2);
-      b.recv(r.prev, {Buf::Recv, s.off}, s.len);
     }
   }
 }
