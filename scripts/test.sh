@@ -31,7 +31,7 @@ if [ "${NODUS_SANITIZERS:-1}" != 0 ]; then
   supp="$PWD/tests/lsan.supp"
   build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNODUS_SANITIZE=address,undefined -DNODUS_BUILD_BENCH=OFF -DNODUS_BUILD_PLUGINS=OFF -DNODUS_BUILD_SIM=OFF
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS="suppressions=$supp:print_suppressions=0" \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_tests build-asan -LE install -E 'VerifierSample|VerifierLarge' 
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_tests build-asan -LE install -E 'VerifierSample|VerifierLarge|VerifierTorus.*8x8x8|VerifierHierarchical.*32hosts' 
   build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNODUS_SANITIZE=thread -DNODUS_BUILD_BENCH=OFF -DNODUS_BUILD_PLUGINS=OFF -DNODUS_BUILD_SIM=OFF
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_tests build-tsan -L 'unit|loopback' -E 'Verifier' 
 fi
