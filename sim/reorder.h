@@ -4,11 +4,13 @@
 // steps within their phase; nodus-sim runs the verifier on the result.
 //
 // Why (streams): the executor runs a phase slice-major and stops at the first step
-// that cannot move (PlanCursor). The torus and hierarchical plans list each
-// stream's ring steps one stream after the other, so within a slice round a
-// rank waits for stream 0's whole ring chain, then stream 1's, ...: the
-// 2*D streams' waits add up instead of overlapping, and each link is busy
-// about 1/(2*D) of the time.
+// that cannot move (PlanCursor). Plans that list each stream's ring steps one
+// stream after the other make a rank wait, within a slice round, for stream
+// 0's whole ring chain, then stream 1's, ...: the 2*D streams' waits add up
+// instead of overlapping, and each link is busy about 1/(2*D) of the time.
+// The torus and hierarchical builders (algorithms/dimension_wise.cc) now
+// interleave their streams themselves, as this rewrite found they should; it
+// stays as the check that they do (the rewrite must gain nothing).
 #pragma once
 
 #include <string>

@@ -13,7 +13,7 @@ struct Config {
   // 2 ranks over shared memory; plugins/mpi/README.md): Open MPI's 8-256 B
   // AllReduce/AllGather take 0.17-0.22 us and nodus' 0.26-0.31 us; nodus
   // overtakes at 512 B for AllReduce and 1 KiB for AllGather (and for Bcast,
-  // Reduce, Reduce_scatter_block, which it wins there by 1.5-4x).
+  // Reduce, Reduce_scatter_block, which it wins there by 1.6-2.2x).
   static constexpr uint64_t kDefaultMinBytes = 1024;
 
   uint64_t minBytes = kDefaultMinBytes;  // NODUS_MPI_MIN_BYTES

@@ -10,14 +10,10 @@ namespace nodus::mpi {
 
 std::atomic<Plugin*> Plugin::instance_{nullptr};
 
-struct PluginDeleter {
-  void operator()(Plugin* p) const { delete p; }
-};
-
 namespace {
 // Owns the instance between start() and stop(); Plugin::get() is the hot-path view.
-std::unique_ptr<Plugin, PluginDeleter>& owner() {
-  static std::unique_ptr<Plugin, PluginDeleter> p;
+std::unique_ptr<Plugin>& owner() {
+  static std::unique_ptr<Plugin> p;
   return p;
 }
 }  // namespace
@@ -26,7 +22,7 @@ Plugin::Plugin(int threadLevel) : threadLevel_(threadLevel), config_(Config::fro
 
 void Plugin::start(int threadLevel) {
   if (get() != nullptr) return;
-  owner().reset(new Plugin(threadLevel));
+  owner() = std::make_unique<Plugin>(threadLevel);
   Plugin& p = *owner();
   PMPI_Comm_rank(MPI_COMM_WORLD, &p.worldRank_);
   PMPI_Comm_size(MPI_COMM_WORLD, &p.worldSize_);

@@ -35,6 +35,11 @@ namespace nodus::mpi {
 
 class Plugin {
  public:
+  // Made only by start(); public so that a unique_ptr can own it.
+  explicit Plugin(int threadLevel);
+  Plugin(const Plugin&) = delete;
+  Plugin& operator=(const Plugin&) = delete;
+
   static Plugin* get() noexcept { return instance_.load(std::memory_order_acquire); }
   // After PMPI_Init*: collective over MPI_COMM_WORLD (agrees on the settings
   // and creates MPI_COMM_WORLD's nodus communicator).
@@ -134,10 +139,6 @@ class Plugin {
   int injectFault(MPI_Comm comm);
 
  private:
-  explicit Plugin(int threadLevel);
-  ~Plugin() = default;
-  friend struct PluginDeleter;
-
   CommState* routeReductionFurther(int coll, MPI_Comm comm, int64_t count, MPI_Datatype type, MPI_Op op,
                                    bool blocking, Reduction* out);
   CommState* routeMoveFurther(int coll, MPI_Comm comm, uint64_t bytes, bool blocking);
