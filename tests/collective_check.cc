@@ -151,6 +151,7 @@ std::string Describe(const CheckCase& c) {
   s += c.inPlace ? " in-place" : " out-of-place";
   s += c.nonBlocking ? " non-blocking" : " blocking";
   if (c.checkSliceOnly) s += " (slice checked)";
+  if (c.listOutput) s += " (into separate buffers)";
   return s;
 }
 
@@ -712,6 +713,24 @@ CollectiveCheck::CollectiveCheck(const CheckCase& c, int nranks, int rank)
           }
           break;
         case Coll::kAllGather:
+          if (c.listOutput) {
+            parts_.resize(n);
+            partPtrs_.resize(n);
+            for (size_t r = n; r-- > 0;) {
+              parts_[r] = Region(count * es);
+              FillPoison(parts_[r].data(), parts_[r].bytes(), c.seed + r);
+              partPtrs_[r] = parts_[r].data();
+            }
+            if (c.inPlace) {
+              FillInput<M, Op>(parts_[static_cast<size_t>(rank)].data(), g, rank, 0, count);
+              sendPtr_ = parts_[static_cast<size_t>(rank)].data();
+            } else {
+              send_ = Region(count * es);
+              FillInput<M, Op>(send_.data(), g, rank, 0, count);
+              sendPtr_ = send_.data();
+            }
+            break;
+          }
           recv_ = Region(n * count * es);
           FillPoison(recv_.data(), recv_.bytes(), c.seed);
           if (c.inPlace) {
@@ -772,6 +791,9 @@ nodusResult_t CollectiveCheck::Issue(nodusComm_t comm, nodusRequest_t* request) 
       return request ? nodusIallReduce(sendPtr_, recvPtr_, c.count, c.type, c.op, comm, request)
                      : nodusAllReduce(sendPtr_, recvPtr_, c.count, c.type, c.op, comm);
     case Coll::kAllGather:
+      if (c.listOutput)
+        return request ? nodusIallGatherList(sendPtr_, partPtrs_.data(), c.count, c.type, comm, request)
+                       : nodusAllGatherList(sendPtr_, partPtrs_.data(), c.count, c.type, comm);
       return request ? nodusIallGather(sendPtr_, recvPtr_, c.count, c.type, comm, request)
                      : nodusAllGather(sendPtr_, recvPtr_, c.count, c.type, comm);
     case Coll::kReduceScatter:
@@ -805,6 +827,8 @@ CheckOutcome CollectiveCheck::Verify(nodusResult_t result) const {
   const bool isRoot = rank_ == c.root;
   const GenContext g{c.seed, nranks_};
   std::string err = send_.CheckGuards("sendbuf guard") + recv_.CheckGuards("recvbuf guard");
+  for (size_t r = 0; r < parts_.size(); ++r)
+    err += parts_[r].CheckGuards(("recvbufs[" + std::to_string(r) + "] guard").c_str());
 
   err += DispatchType(c.type, [&]<typename M>() {
     return DispatchOp(CollUsesOp(c.coll) ? c.op : nodusSum, [&]<nodusRedOp_t Op>() {
@@ -838,8 +862,12 @@ CheckOutcome CollectiveCheck::Verify(nodusResult_t result) const {
           break;
         case Coll::kAllGather:
           for (int r = 0; r < nranks_; ++r) {
-            e += CheckInput<M, Op>(recv_.data() + static_cast<size_t>(r) * count * es, g, r, 0,
-                                   count, "recvbuf block of rank " + std::to_string(r));
+            if (c.listOutput)
+              e += CheckInput<M, Op>(parts_[static_cast<size_t>(r)].data(), g, r, 0, count,
+                                     "recvbufs[" + std::to_string(r) + "]");
+            else
+              e += CheckInput<M, Op>(recv_.data() + static_cast<size_t>(r) * count * es, g, r, 0,
+                                     count, "recvbuf block of rank " + std::to_string(r));
           }
           break;
         case Coll::kReduceScatter:
@@ -855,7 +883,13 @@ CheckOutcome CollectiveCheck::Verify(nodusResult_t result) const {
     });
   });
 
-  if (out.comparable) out.outputHash = HashBytes(recv_.data(), recv_.bytes());
+  if (out.comparable && c.listOutput) {
+    std::vector<unsigned char> all;  // the blocks end to end: the same hash as a contiguous output
+    for (const Region& part : parts_) all.insert(all.end(), part.data(), part.data() + part.bytes());
+    out.outputHash = HashBytes(all.data(), all.size());
+  } else if (out.comparable) {
+    out.outputHash = HashBytes(recv_.data(), recv_.bytes());
+  }
   if (!err.empty()) out.failure = prefix + err;
   return out;
 }
@@ -1572,6 +1606,7 @@ std::vector<CheckCase> MakeMatrix(int nranks, const MatrixOptions& options) {
             c.seed = Mix(options.seed, 0x5eedull, serial++);
             c.checkSliceOnly =
                 large && options.sliceChecksAtLargeCounts && coll == Coll::kAllReduce;
+            c.listOutput = options.listAllGather && coll == Coll::kAllGather && (ki + ti) % 2 == 1;
             cases.push_back(c);
           }
         }

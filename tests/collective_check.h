@@ -73,6 +73,9 @@ struct CheckCase {
   // the reference (cuts the reference's cost by nranks). The rest of the output
   // is then only checked by CompareAcrossRanks, which the caller must run.
   bool checkSliceOnly = false;
+  // AllGather only: nodusAllGatherList, every rank's block in a buffer of its
+  // own (allocated one by one, last rank first, so they are not adjacent).
+  bool listOutput = false;
 };
 
 // "AllReduce float16 sum count=7 in-place non-blocking" (root when it matters).
@@ -138,6 +141,8 @@ class CollectiveCheck {
   nodusComm_t comm_ = nullptr;  // the last Issue's communicator, for its error text
   Region send_;                 // out-of-place send buffer (unallocated in place)
   Region recv_;                 // receive buffer, or the single in-place buffer
+  std::vector<Region> parts_;   // listOutput: one receive buffer per rank
+  std::vector<void*> partPtrs_;
   const void* sendPtr_ = nullptr;
   void* recvPtr_ = nullptr;
 };
@@ -172,6 +177,9 @@ struct MatrixOptions {
   // odd and not divisible by nranks) so that their nranks*count buffers stay as
   // large as everyone else's buffers rather than nranks times larger.
   bool scaleLargeBlockCounts = true;
+  // Half of the AllGather cases (alternating over types and counts) use
+  // nodusAllGatherList (CheckCase::listOutput).
+  bool listAllGather = true;
   static constexpr size_t kLargeCount = 4096;
   uint64_t seed = 0x6e6f647573ull;
 };

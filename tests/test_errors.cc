@@ -319,6 +319,55 @@ TEST(ErrorsTwoRanks, OverlapAtTheWrongInPlacePosition) {
   EXPECT_EQ(nodusCommDestroy(comms[1]), nodusSuccess);
 }
 
+// nodusAllGatherList: the list, its entries, overlaps between them and with
+// the send buffer (in place only as this rank's own entry).
+TEST(ErrorsTwoRanks, AllGatherListBadBuffers) {
+  Watchdog watchdog("list AllGather argument checks", seconds(60));
+  nodusComm_t comms[2] = {nullptr, nullptr};
+  ASSERT_EQ(nodusCommInitAll(comms, 2), nodusSuccess);
+  float a[8] = {}, b[8] = {}, c[8] = {};
+  void* apart[2] = {b, c};
+  void* withNull[2] = {b, nullptr};
+  void* overlapping[2] = {c, c + 2};
+  void* twice[2] = {b, b};
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1], nodusAllGatherList(a, nullptr, 4, nodusFloat32, comms[1]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1], nodusAllGatherList(a, withNull, 4, nodusFloat32, comms[1]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1], nodusAllGatherList(a, overlapping, 4, nodusFloat32, comms[1]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1], nodusAllGatherList(a, twice, 4, nodusFloat32, comms[1]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1], nodusAllGatherList(nullptr, apart, 4, nodusFloat32, comms[1]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1],
+                    nodusAllGatherList(a, apart, 4, static_cast<nodusDataType_t>(99), comms[1]));
+  // recvbufs[0] is rank 0's block: rank 1's in-place send buffer is recvbufs[1].
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1], nodusAllGatherList(b, apart, 4, nodusFloat32, comms[1]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1], nodusAllGatherList(c + 1, apart, 4, nodusFloat32, comms[1]));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusAllGatherList(a, apart, 4, nodusFloat32, nullptr));
+  nodusRequest_t q = reinterpret_cast<nodusRequest_t>(&q);
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1], nodusIallGatherList(a, apart, 4, nodusFloat32, comms[1], nullptr));
+  EXPECT_FAILS_WITH(nodusInvalidArgument, comms[1], nodusIallGatherList(a, nullptr, 4, nodusFloat32, comms[1], &q));
+  EXPECT_EQ(q, nullptr);
+  // Count 0 needs no buffers at all; then a real call, in place on rank 1.
+  void* none[2] = {nullptr, nullptr};
+  std::thread other([&] { EXPECT_EQ(nodusAllGatherList(nullptr, none, 0, nodusFloat32, comms[0]), nodusSuccess); });
+  EXPECT_EQ(nodusAllGatherList(nullptr, none, 0, nodusFloat32, comms[1]), nodusSuccess);
+  other.join();
+  float r0[2][4] = {}, r1[2][4] = {};
+  void* list0[2] = {r0[1], r0[0]};  // reversed: the blocks need not be in rank order in memory
+  void* list1[2] = {r1[0], r1[1]};
+  const float mine[4] = {1, 2, 3, 4};
+  for (int i = 0; i < 4; ++i) r1[1][i] = 10.0f + static_cast<float>(i);
+  std::thread zero([&] { EXPECT_EQ(nodusAllGatherList(mine, list0, 4, nodusFloat32, comms[0]), nodusSuccess); });
+  EXPECT_EQ(nodusAllGatherList(r1[1], list1, 4, nodusFloat32, comms[1]), nodusSuccess);
+  zero.join();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(r0[1][i], mine[i]);                        // rank 0's block, in recvbufs[0] = r0[1]
+    EXPECT_EQ(r0[0][i], 10.0f + static_cast<float>(i));  // rank 1's, in recvbufs[1] = r0[0]
+    EXPECT_EQ(r1[0][i], mine[i]);
+    EXPECT_EQ(r1[1][i], 10.0f + static_cast<float>(i));
+  }
+  EXPECT_EQ(nodusCommDestroy(comms[0]), nodusSuccess);
+  EXPECT_EQ(nodusCommDestroy(comms[1]), nodusSuccess);
+}
+
 TEST(ErrorsInit, BadRankCounts) {
   nodusComm_t comms[2] = {nullptr, nullptr};
   EXPECT_FAILS_WITH(nodusInvalidArgument, nullptr, nodusCommInitAll(comms, 0));

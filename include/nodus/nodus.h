@@ -143,6 +143,13 @@ nodusResult_t nodusAllReduce(const void* sendbuf, void* recvbuf, size_t count,
 /* recvbuf holds nranks * sendcount elements, rank i's contribution at i*sendcount. */
 nodusResult_t nodusAllGather(const void* sendbuf, void* recvbuf, size_t sendcount,
                              nodusDataType_t datatype, nodusComm_t comm);
+/* AllGather into separate buffers: rank i's sendcount elements land in
+ * recvbufs[i] (an array of nranks pointers, copied by the call; the buffers
+ * need not be adjacent but must not overlap). In place when
+ * sendbuf == recvbufs[rank]. What torch.distributed.all_gather(list) needs:
+ * no staging buffer and no copy out of it. */
+nodusResult_t nodusAllGatherList(const void* sendbuf, void* const* recvbufs, size_t sendcount,
+                                 nodusDataType_t datatype, nodusComm_t comm);
 /* sendbuf holds nranks * recvcount elements; rank i receives block i reduced. */
 nodusResult_t nodusReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
                                  nodusDataType_t datatype, nodusRedOp_t op, nodusComm_t comm);
@@ -171,6 +178,8 @@ nodusResult_t nodusIallReduce(const void* sendbuf, void* recvbuf, size_t count,
                               nodusRequest_t* request);
 nodusResult_t nodusIallGather(const void* sendbuf, void* recvbuf, size_t sendcount,
                               nodusDataType_t datatype, nodusComm_t comm, nodusRequest_t* request);
+nodusResult_t nodusIallGatherList(const void* sendbuf, void* const* recvbufs, size_t sendcount,
+                                  nodusDataType_t datatype, nodusComm_t comm, nodusRequest_t* request);
 nodusResult_t nodusIreduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
                                   nodusDataType_t datatype, nodusRedOp_t op, nodusComm_t comm,
                                   nodusRequest_t* request);

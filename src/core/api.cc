@@ -76,10 +76,41 @@ struct Call {
   nodusDataType_t type;
   nodusRedOp_t op;
   int root;  // or peer
+  void* const* recvList = nullptr;  // AllGather into separate buffers (nodusAllGatherList)
+  bool isList = false;
 };
 
 bool overlaps(const std::byte* a, size_t an, const std::byte* b, size_t bn) {
   return an && bn && a < b + bn && b < a + an;
+}
+
+// nodusAllGatherList's buffers: nranks of them, none NULL, no two overlapping,
+// and the send buffer either one of them (in place, this rank's) or apart.
+Status checkRecvList(const Call& c, int p, int me, size_t ts, const std::byte* send, bool* inPlace,
+                     std::vector<std::byte*>* parts) {
+  const char* name = "AllGather (list)";
+  parts->assign(static_cast<size_t>(p), nullptr);
+  if (c.count == 0) return Status::ok();
+  const size_t bytes = c.count * ts;
+  for (int i = 0; i < p; ++i) {
+    (*parts)[static_cast<size_t>(i)] = static_cast<std::byte*>(c.recvList[i]);
+    if (c.recvList[i] == nullptr) return makeError(nodusInvalidArgument, "%s: recvbufs[%d] is NULL", name, i);
+  }
+  std::vector<std::pair<const std::byte*, int>> sorted;
+  for (int i = 0; i < p; ++i) sorted.emplace_back((*parts)[static_cast<size_t>(i)], i);
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (overlaps(sorted[i - 1].first, bytes, sorted[i].first, bytes))
+      return makeError(nodusInvalidArgument, "%s: recvbufs[%d] and recvbufs[%d] overlap", name, sorted[i - 1].second,
+                       sorted[i].second);
+  *inPlace = send == (*parts)[static_cast<size_t>(me)];
+  if (!*inPlace)
+    for (int i = 0; i < p; ++i)
+      if (overlaps(send, bytes, (*parts)[static_cast<size_t>(i)], bytes))
+        return makeError(nodusInvalidArgument,
+                         "%s: the send buffer overlaps recvbufs[%d] but is not in place (in place: sendbuf == recvbufs[%d])",
+                         name, i, me);
+  return Status::ok();
 }
 
 Status prepare(nodusComm_t comm, const Call& c, Task* task) {
@@ -104,10 +135,16 @@ Status prepare(nodusComm_t comm, const Call& c, Task* task) {
   const bool needSend = c.coll != Collective::Recv && !(c.coll == Collective::Broadcast && me != c.root);
   const bool needRecv = c.coll != Collective::Send && !(c.coll == Collective::Reduce && me != c.root);
   if (c.count > 0 && needSend && c.send == nullptr) return makeError(nodusInvalidArgument, "%s: the send buffer is NULL", name);
-  if (c.count > 0 && needRecv && c.recv == nullptr) return makeError(nodusInvalidArgument, "%s: the receive buffer is NULL", name);
   const auto* s = static_cast<const std::byte*>(c.send);
+  if (c.isList) {
+    if (c.recvList == nullptr) return makeError(nodusInvalidArgument, "%s: recvbufs is NULL", name);
+    NODUS_TRY(checkRecvList(c, p, me, ts, s, &key.inPlace, &task->recvParts));
+    task->partElems = c.count;
+  } else if (c.count > 0 && needRecv && c.recv == nullptr) {
+    return makeError(nodusInvalidArgument, "%s: the receive buffer is NULL", name);
+  }
   auto* r = static_cast<std::byte*>(c.recv);
-  if (needSend && needRecv && c.count > 0) {
+  if (needSend && needRecv && c.count > 0 && !c.isList) {
     const std::byte* inPlaceSend = r;  // where sendbuf must be for an in-place call
     if (c.coll == Collective::AllGather) inPlaceSend = r + static_cast<size_t>(me) * c.count * ts;
     if (c.coll == Collective::ReduceScatter) inPlaceSend = r - static_cast<size_t>(me) * c.count * ts;
@@ -285,6 +322,15 @@ NODUS_DEFINE_PAIR(nodusAllReduce, nodusIallReduce,
 NODUS_DEFINE_PAIR(nodusAllGather, nodusIallGather,
                   (const void* sendbuf, void* recvbuf, size_t sendcount, nodusDataType_t datatype, nodusComm_t comm),
                   Collective::AllGather, sendbuf, recvbuf, sendcount, datatype, nodusSum, 0)
+nodusResult_t nodusAllGatherList(const void* sendbuf, void* const* recvbufs, size_t sendcount, nodusDataType_t datatype,
+                                 nodusComm_t comm) {
+  return launch(comm, Call{Collective::AllGather, sendbuf, nullptr, sendcount, datatype, nodusSum, 0, recvbufs, true}, nullptr);
+}
+nodusResult_t nodusIallGatherList(const void* sendbuf, void* const* recvbufs, size_t sendcount, nodusDataType_t datatype,
+                                  nodusComm_t comm, nodusRequest_t* request) {
+  if (request == nullptr) return fail(comm, makeError(nodusInvalidArgument, "request is NULL"));
+  return launch(comm, Call{Collective::AllGather, sendbuf, nullptr, sendcount, datatype, nodusSum, 0, recvbufs, true}, request);
+}
 NODUS_DEFINE_PAIR(nodusReduceScatter, nodusIreduceScatter,
                   (const void* sendbuf, void* recvbuf, size_t recvcount, nodusDataType_t datatype, nodusRedOp_t op,
                    nodusComm_t comm),

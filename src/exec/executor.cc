@@ -35,6 +35,48 @@ std::byte* resolve(const Task& t, const Range& r, uint64_t elem, size_t ts) {
   return base + (r.offset + elem) * ts;
 }
 
+// A list AllGather's Recv buffer is several buffers: element `elem` of range
+// r, and in *run how many of the next `n` elements follow it in memory.
+std::byte* locate(const Task& t, const Range& r, uint64_t elem, uint64_t n, size_t ts, uint64_t* run) {
+  if (r.buf != Buf::Recv || t.recvParts.empty()) {
+    *run = n;
+    return resolve(t, r, elem, ts);
+  }
+  const uint64_t e = r.offset + elem, within = e % t.partElems;
+  *run = std::min(n, t.partElems - within);
+  return t.recvParts[e / t.partElems] + within * ts;
+}
+
+// Copies n elements from slice element `elem` on; a null `to`/`from` pointer
+// means "the range `dst`/`src`, wherever its pieces are", else contiguous memory.
+void copySplit(const Task& t, std::byte* to, const Range& dst, const std::byte* from, const Range& src, uint64_t elem,
+               uint64_t n, size_t ts) {
+  for (uint64_t done = 0; done < n;) {
+    uint64_t runD = n - done, runS = n - done;
+    std::byte* d = to ? to + done * ts : locate(t, dst, elem + done, n - done, ts, &runD);
+    const std::byte* s = from ? from + done * ts : locate(t, src, elem + done, n - done, ts, &runS);
+    const uint64_t k = std::min(runD, runS);
+    if (d != s) memcpy(d, s, k * ts);
+    done += k;
+  }
+}
+
+// One slice of a step of a list AllGather: only moves, no reductions.
+Status stepSplit(const Task& t, const Step& st, uint64_t off, uint64_t n, size_t ts, const std::byte* in, std::byte* out) {
+  switch (st.op) {
+    case Op::Send: copySplit(t, out, {}, nullptr, st.src, off, n, ts); return Status::ok();
+    case Op::Recv: copySplit(t, nullptr, st.dst, in, {}, off, n, ts); return Status::ok();
+    case Op::RecvCopySend:
+      copySplit(t, nullptr, st.dst, in, {}, off, n, ts);
+      memcpy(out, in, n * ts);
+      return Status::ok();
+    case Op::Copy: copySplit(t, nullptr, st.dst, nullptr, st.src, off, n, ts); return Status::ok();
+    default:
+      return makeError(nodusInternalError, "%s (%s): step %s cannot write separate receive buffers",
+                       collectiveName(t.plan->key.coll), t.plan->algorithm.c_str(), opKindName(st.op));
+  }
+}
+
 // Per-task gating for batches: a task may use a connection only once every
 // earlier unfinished task of the same communicator is done with it.
 struct Gate {
@@ -106,7 +148,12 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
       if (!out) return moved;
     }
     const bool fin = avg && st.finalAvg;
-    switch (st.op) {
+    if (!t.recvParts.empty()) {
+      if (Status s = stepSplit(t, st, off, n, ts, in, out); !s.isOk()) {
+        *err = std::move(s);
+        return moved;
+      }
+    } else switch (st.op) {
       case Op::Send:
         memcpy(out, resolve(t, st.src, off, ts), bytes);
         break;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "core/status.h"
 #include "nodus/nodus.h"
@@ -35,6 +36,11 @@ struct Task {
   std::byte* scratch = nullptr;
   nodusDataType_t type = nodusFloat32;
   nodusRedOp_t op = nodusSum;
+  // nodusAllGatherList: the Recv buffer is nranks separate buffers of
+  // partElems elements each (element e of Recv is element e % partElems of
+  // recvParts[e / partElems]); empty for one contiguous `recv`.
+  std::vector<std::byte*> recvParts;
+  uint64_t partElems = 0;
   std::shared_ptr<Request> request;  // may be null (blocking call)
   PlanCursor at;  // progress
 };

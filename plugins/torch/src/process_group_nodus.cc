@@ -700,20 +700,17 @@ class ProcessGroupNodus : public Base {
     auto w = work(OpType::ALLGATHER, "nodus:all_gather", op, outs, opts.timeout);
     return launch(w, [&] {
       const at::Tensor src = w->input(in);
-      void* dst;
-      if (adjacent(outs)) {
-        dst = outs[0].data_ptr();
-      } else {
-        at::Tensor flat = w->staging({in.numel() * getSize()}, in.options());
-        dst = flat.data_ptr();
-        std::vector<at::Tensor> parts;
-        for (int i = 0; i < getSize(); ++i) parts.push_back(flat.narrow(0, i * in.numel(), in.numel()).view(in.sizes()));
-        w->afterSuccess([outs, parts]() mutable {
-          for (size_t i = 0; i < outs.size(); ++i) outs[i].copy_(parts[i]);
-        });
-      }
+      const size_t count = static_cast<size_t>(in.numel());
       nodusRequest_t r;
-      check(nodusIallGather(src.data_ptr(), dst, static_cast<size_t>(in.numel()), dataType(in.scalar_type(), op), comm_, &r), op);
+      if (adjacent(outs)) {
+        check(nodusIallGather(src.data_ptr(), outs[0].data_ptr(), count, dataType(in.scalar_type(), op), comm_, &r), op);
+      } else {
+        // Straight into each output (non-contiguous ones through staging):
+        // no gathered copy to scatter afterwards.
+        std::vector<void*> dsts;
+        for (const at::Tensor& o : outs) dsts.push_back(w->output(o, false).data_ptr());
+        check(nodusIallGatherList(src.data_ptr(), dsts.data(), count, dataType(in.scalar_type(), op), comm_, &r), op);
+      }
       w->addRequest(r);
     });
   }

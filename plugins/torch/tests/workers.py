@@ -192,6 +192,16 @@ def check_dtype(c, dtype, group=None, ranks=None):
         views[me].copy_(t)
         dist.all_gather(views, views[me], group=group)
         c.expect("all_gather in place", flat, torch.cat([data(r, 15, dtype, salt=7) for r in range(p)]))
+        # Separate outputs, this rank's also its input (in place), one of them
+        # a non-contiguous view (staged), the others straight from nodus.
+        outs = [torch.zeros((3, 5), dtype=dtype) for _ in range(p)]
+        wide = torch.zeros((5, 3), dtype=dtype)
+        other = (me + 1) % p
+        outs[other] = wide.t()
+        outs[me].copy_(t)
+        dist.all_gather(outs, outs[me], group=group)
+        for r in range(p):
+            c.expect(f"all_gather separate, in place [{r}]", outs[r], data(r, (3, 5), dtype, salt=7))
     c(f"all_gather {tag}", all_gather)
 
     def all_gather_into_tensor():
