@@ -48,6 +48,14 @@ constexpr ParamInfo kParams[] = {
      "Read the node from this hwloc XML export instead of detecting it (emulates other machines)."},
     {"NODUS_CHUNK_BYTES", ParamType::Int, "0",
      "Pipelining slice in bytes (at most NODUS_SLOT_BYTES); 0 lets the tuner choose."},
+    // Read by the MPI interposer (plugins/mpi, libnodus_mpi.so), listed here so
+    // that nodus-info shows every setting; plugins/mpi/src/config.h has the same default.
+    {"NODUS_MPI_MIN_BYTES", ParamType::Int, "1024",
+     "libnodus_mpi: collectives smaller than this (bytes per rank) stay on MPI; the ranks use the "
+     "largest value any of them sets."},
+    {"NODUS_MPI_VERBOSE", ParamType::Int, "0",
+     "libnodus_mpi: 1 reports at MPI_Finalize how many calls and bytes went to nodus and how many fell "
+     "back, per collective and reason; 2 also logs each fallback."},
 };
 
 const ParamInfo& lookup(const char* name) {

@@ -1,6 +1,7 @@
-// The plugin's settings, read once at MPI_Init. They are not in nodus' central
-// registry (src/core/params.cc) because libnodus knows nothing of MPI; the
-// names follow the NODUS_ convention so that nodus-info can list them.
+// The plugin's settings, read once at MPI_Init. Declared (name, default, help)
+// in nodus' central registry, src/core/params.cc, so that nodus-info lists
+// them; read here because the registry is internal to libnodus (the plugin
+// links only its C API). Keep the defaults equal.
 #pragma once
 
 #include <cstdint>
