@@ -365,6 +365,49 @@ TEST(Loopback, NonBlockingProgressesWithoutPolling) {
   }
 }
 
+// nodusWaitTimeout: nodusInProgress while a peer has not joined, the result
+// once it has; with a limit of NODUS_TIMEOUT_MS or more the waiting thread
+// runs the queued work itself.
+TEST(Loopback, WaitTimeoutReportsInProgressThenCompletes) {
+  Watchdog watchdog("nodusWaitTimeout", seconds(60));
+  EXPECT_EQ(nodusWaitTimeout(nullptr, 5), nodusInvalidArgument);
+  LoopbackComms comms(2);
+  ASSERT_TRUE(comms.ok());
+  constexpr size_t kCount = 100003;
+  std::vector<float> a(kCount, 1.0f), b(kCount, 2.0f), ra(kCount, 0.0f), rb(kCount, 0.0f);
+  nodusRequest_t q = nullptr;
+  ASSERT_EQ(nodusIallReduce(a.data(), ra.data(), kCount, nodusFloat32, nodusSum, comms[0], &q), nodusSuccess);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(nodusWaitTimeout(q, 20), nodusInProgress);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(20));
+  EXPECT_EQ(nodusWaitTimeout(q, 0), nodusInProgress);
+  std::thread other([&] {
+    EXPECT_EQ(nodusAllReduce(b.data(), rb.data(), kCount, nodusFloat32, nodusSum, comms[1]), nodusSuccess);
+  });
+  EXPECT_EQ(nodusWaitTimeout(q, -1), nodusSuccess);
+  other.join();
+  EXPECT_EQ(nodusWaitTimeout(q, 0), nodusSuccess);
+  EXPECT_EQ(nodusRequestFree(q), nodusSuccess);
+  for (size_t i = 0; i < kCount; i += 997) {
+    ASSERT_EQ(ra[i], 3.0f) << i;
+    ASSERT_EQ(rb[i], 3.0f) << i;
+  }
+  // Both ranks wait with no practical limit: each may run its own operation.
+  for (int round = 0; round < 20; ++round) {
+    OnEveryRank(2, [&](int r) {
+      std::vector<float>& in = r == 0 ? a : b;
+      std::vector<float>& out = r == 0 ? ra : rb;
+      nodusRequest_t req = nullptr;
+      ASSERT_EQ(nodusIallReduce(in.data(), out.data(), 1 + static_cast<size_t>(round) * 5000, nodusFloat32, nodusMax,
+                                comms[r], &req),
+                nodusSuccess);
+      EXPECT_EQ(nodusWaitTimeout(req, int64_t{1} << 40), nodusSuccess) << nodusGetLastError(comms[r]);
+      EXPECT_EQ(nodusRequestFree(req), nodusSuccess);
+      EXPECT_EQ(out[0], 2.0f);
+    });
+  }
+}
+
 TEST(Loopback, NonBlockingBarrierSendAndRecv) {
   Watchdog watchdog("Ibarrier/Isend/Irecv", seconds(60));
   for (int n : {2, 4, 5}) {

@@ -47,7 +47,7 @@ typedef enum {
   nodusRemoteError = 5,     /* a peer failed, died or aborted */
   nodusTimeout = 6,         /* a wait exceeded NODUS_TIMEOUT_MS */
   nodusAborted = 7,         /* nodusCommAbort() was called */
-  nodusInProgress = 8,      /* nodusTest(): the request has not completed yet */
+  nodusInProgress = 8,      /* nodusWaitTimeout(): the request has not completed yet */
   nodusNumResults = 9,
   /* Not results: they make the enum span every int, so any value a C caller
    * passes is one C++ may hold (and nodus can reject). */
@@ -198,8 +198,15 @@ nodusResult_t nodusIrecv(void* recvbuf, size_t count, nodusDataType_t datatype, 
 /* Sets *done to 1 and returns the operation's result once it has completed;
  * otherwise sets *done to 0 and returns nodusSuccess. */
 nodusResult_t nodusTest(nodusRequest_t request, int* done);
-/* Blocks until the operation completes and returns its result. */
+/* Blocks until the operation completes and returns its result. A caller that
+ * waits while nothing of its communicator is running does the queued work on
+ * its own thread (no hand-off to the progress thread). */
 nodusResult_t nodusWait(nodusRequest_t request);
+/* nodusWait for at most timeoutMs milliseconds (< 0: no limit): returns
+ * nodusInProgress, and the operation goes on, if it has not completed by then.
+ * The caller runs the work itself only when timeoutMs is at least the
+ * communicator's NODUS_TIMEOUT_MS (the operation then fails by itself first). */
+nodusResult_t nodusWaitTimeout(nodusRequest_t request, int64_t timeoutMs);
 /* Releases a request. Freeing one that has not completed first waits for it. */
 nodusResult_t nodusRequestFree(nodusRequest_t request);
 

@@ -1,5 +1,6 @@
 // The C API: argument checks, handles, groups; everything else is delegated.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -369,10 +370,31 @@ nodusResult_t nodusTest(nodusRequest_t request, int* done) {
   return s.isOk() ? nodusSuccess : fail(request->comm, s);
 }
 
+// Lets the waiting thread run its communicator's queued work (Comm::progressUntil).
+static void helpProgress(nodusRequest_t request) {
+  if (request->req->done.load(std::memory_order_acquire)) return;
+  nodusComm_t comm = request->comm;
+  // A live request keeps its communicator alive: nodusCommDestroy waits for it.
+  if (comm && comm->magic.load(std::memory_order_acquire) == nodusComm::kLive) comm->impl->progressUntil(*request->req);
+}
+
 nodusResult_t nodusWait(nodusRequest_t request) {
   if (request == nullptr) return fail(nullptr, makeError(nodusInvalidArgument, "request is NULL"));
+  helpProgress(request);
   Status s = request->req->wait();
   return s.isOk() ? nodusSuccess : fail(request->comm, s);
+}
+
+nodusResult_t nodusWaitTimeout(nodusRequest_t request, int64_t timeoutMs) {
+  if (request == nullptr) return fail(nullptr, makeError(nodusInvalidArgument, "request is NULL"));
+  if (timeoutMs < 0) return nodusWait(request);
+  Request& r = *request->req;
+  nodusComm_t comm = request->comm;
+  if (!r.done.load(std::memory_order_acquire) && comm && comm->magic.load(std::memory_order_acquire) == nodusComm::kLive &&
+      timeoutMs >= comm->impl->config().timeoutMs)
+    comm->impl->progressUntil(r);
+  if (!r.waitUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs))) return nodusInProgress;
+  return r.status.isOk() ? nodusSuccess : fail(comm, r.status);
 }
 
 nodusResult_t nodusRequestFree(nodusRequest_t request) {

@@ -399,6 +399,20 @@ Status Comm::enqueue(std::vector<Task> tasks) {
   return Status::ok();
 }
 
+void Comm::progressUntil(const Request& r) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!r.done.load(std::memory_order_acquire) && !busy_ && !queue_.empty()) {
+    std::vector<Task> tasks = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    runQueued(tasks);
+    lock.lock();
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
 void Comm::claim() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return queue_.empty() && !busy_; });

@@ -65,6 +65,11 @@ class Comm {
   Status runBlocking(std::vector<Task> tasks);
   // Queues `tasks` for the progress thread; each task's request completes.
   Status enqueue(std::vector<Task> tasks);
+  // Runs queued work on the calling thread while `r` is not done and nothing
+  // of this communicator runs: a caller about to block does the work itself
+  // rather than wake the progress thread and sleep (two context switches that
+  // dominate short operations, above all when ranks outnumber cores).
+  void progressUntil(const Request& r);
   // Exclusive use of the executor for a group spanning several communicators:
   // waits until this communicator's queue is empty and idle.
   void claim();

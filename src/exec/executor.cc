@@ -1,9 +1,14 @@
 #include "exec/executor.h"
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <ctime>
 #include <cstring>
 #include <vector>
 
@@ -16,8 +21,27 @@ namespace nodus {
 
 void Request::complete(Status s) {
   status = std::move(s);
-  done.store(1, std::memory_order_release);
+  done.store(1, std::memory_order_seq_cst);
   done.notify_all();
+  // std::atomic::wait has no timeout: timed waiters sleep on the futex
+  // directly, which notify_all does not know about (Dekker with timedWaiters).
+  if (timedWaiters.load(std::memory_order_seq_cst) != 0)
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&done), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
+bool Request::waitUntil(std::chrono::steady_clock::time_point deadline) {
+  for (int i = 0; i < 64 && done.load(std::memory_order_acquire) == 0; ++i) sched_yield();
+  timedWaiters.fetch_add(1, std::memory_order_seq_cst);
+  for (;;) {
+    if (done.load(std::memory_order_seq_cst) != 0) break;
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) break;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&done), FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
+  }
+  timedWaiters.fetch_sub(1, std::memory_order_seq_cst);
+  return done.load(std::memory_order_acquire) != 0;
 }
 
 Status Request::wait() {

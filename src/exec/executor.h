@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -23,9 +24,12 @@ class Comm;
 // What a caller holds for a non-blocking operation.
 struct Request {
   std::atomic<uint32_t> done{0};
+  std::atomic<uint32_t> timedWaiters{0};  // threads in waitUntil (woken by a futex on `done`)
   Status status;  // written before `done` is set
   void complete(Status s);
   Status wait();
+  // Whether it completed before `deadline`.
+  bool waitUntil(std::chrono::steady_clock::time_point deadline);
 };
 
 struct Task {

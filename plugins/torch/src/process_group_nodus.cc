@@ -334,21 +334,28 @@ class NodusWork : public c10d::Work {
     const auto limit = timeout > std::chrono::milliseconds::zero() ? timeout : timeout_;
     const auto start = Clock::now();
     const auto deadline = start + limit;
-    // Short operations complete within microseconds: poll, yielding the core
-    // to nodus's progress threads (spinning without yielding starves them
-    // when ranks outnumber cores), before handing over to the poller.
-    for (int i = 0; !poll(); ++i) {
-      if ((i & 15) == 15 && Clock::now() - start > kPollFor) {
-        if (!tOnPoller) {
-          urge();
+    if (!tOnPoller) {
+      // Wait in nodus itself: the caller then runs the queued operations on
+      // its own thread when nodus's progress thread has not started them (no
+      // hand-off and wake-up each way, which dominate short operations when
+      // ranks outnumber cores). The poller is urged only if the deadline
+      // passes first.
+      bool inTime = true;
+      for (nodusRequest_t r : reqs_) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0 || nodusWaitTimeout(r, left) == nodusInProgress) {
+          inTime = false;
           break;
         }
-        // A future's callback waiting on the poller's own thread: nobody else
-        // completes this Work, so keep polling (gently) until the deadline.
-        if (Clock::now() > deadline) break;
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
-      sched_yield();
+      if (!inTime || !poll()) urge();
+    } else {
+      // A future's callback waiting on the poller's own thread: nobody else
+      // completes this Work, so poll (gently, yielding the core) until the deadline.
+      for (int i = 0; !poll() && Clock::now() <= deadline; ++i) {
+        if (i >= 64) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        else sched_yield();
+      }
     }
     std::unique_lock<std::mutex> lock(mutex_);
     if (!cv_.wait_until(lock, deadline, [&] { return completed_; })) {
@@ -440,7 +447,6 @@ class NodusWork : public c10d::Work {
     static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
     return type;
   }
-  static constexpr std::chrono::microseconds kPollFor{100};
 
   std::shared_ptr<PollerQueue> queue_;
   const std::string name_;
