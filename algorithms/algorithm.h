@@ -5,6 +5,7 @@
 // line in algorithms/registry.cc.
 #pragma once
 
+#include <cmath>
 #include <span>
 
 #include "core/status.h"
@@ -44,9 +45,19 @@ struct CostModel {
   const Topology* topo = nullptr;
   double softwareUs = 2.0, hopUs = 1.0;
   double alphaBetween(int a, int b) const;
+  // Per-byte cost of the link from rank a to rank b (intra- or inter-host).
+  double betaBetween(int a, int b) const;
   // The model for a communicator: measured intra-host constants, the fabric's links.
   static CostModel of(const PlanContext& ctx);
 };
+
+// Slice rounds of a pipelined step that moves `bytes`: the executor runs a
+// phase slice-major (slice s of every step, then s+1), so a chain of steps
+// pays its latency once per round (at least one).
+inline double sliceRounds(double bytes, uint64_t sliceBytes) {
+  if (sliceBytes == 0 || bytes <= static_cast<double>(sliceBytes)) return 1.0;
+  return std::ceil(bytes / static_cast<double>(sliceBytes));
+}
 
 struct Algorithm {
   const char* name;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "algorithms/algorithm.h"
+
 namespace nodus {
 namespace {
 
@@ -102,7 +104,7 @@ void buildDimensionWise(const PlanKey& k, const std::vector<DimensionRing>& ring
 }
 
 double dimensionWiseCost(double bytes, const std::vector<int>& sizes, const std::vector<Stream>& streams,
-                         const std::vector<DimCost>& links, double gammaUsPerByte) {
+                         const std::vector<DimCost>& links, double gammaUsPerByte, uint64_t sliceBytes) {
   if (streams.empty()) return 0;
   const size_t stages = streams[0].dims.size();
   std::vector<double> len(streams.size(), bytes / static_cast<double>(streams.size()));
@@ -113,7 +115,9 @@ double dimensionWiseCost(double bytes, const std::vector<int>& sizes, const std:
       const int d = streams[j].dims[t];
       const double q = sizes[static_cast<size_t>(d)];
       const double moved = (q - 1) / q * len[j];
-      stage = std::max(stage, (q - 1) * links[static_cast<size_t>(d)].alphaUs + moved * links[static_cast<size_t>(d)].betaUsPerByte);
+      const double rounds = sliceRounds(len[j] / q, sliceBytes);
+      stage = std::max(stage, rounds * (q - 1) * links[static_cast<size_t>(d)].alphaUs +
+                                  moved * links[static_cast<size_t>(d)].betaUsPerByte);
       reduced += moved;
       len[j] /= q;
     }

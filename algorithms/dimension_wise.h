@@ -34,7 +34,8 @@ void buildDimensionWise(const PlanKey& k, const std::vector<DimensionRing>& ring
 struct DimCost {
   double alphaUs, betaUsPerByte;
 };
+// Each stage pays its rings' latency chain once per slice round (sliceRounds).
 double dimensionWiseCost(double bytes, const std::vector<int>& sizes, const std::vector<Stream>& streams,
-                         const std::vector<DimCost>& links, double gammaUsPerByte);
+                         const std::vector<DimCost>& links, double gammaUsPerByte, uint64_t sliceBytes);
 
 }  // namespace nodus

@@ -170,7 +170,7 @@ Status build(const PlanKey& k, const PlanContext&, Plan& plan) {
   return Status::ok();
 }
 
-double cost(const PlanKey& k, const PlanContext&, const CostModel& m) {
+double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const Fold f(k.nranks);
   const double bytes = static_cast<double>(k.count) * k.typeSize;
   const double frac = (f.pp - 1.0) / f.pp;
@@ -179,22 +179,29 @@ double cost(const PlanKey& k, const PlanContext&, const CostModel& m) {
   // phase waits for the whole previous one: each byte sent costs a second
   // pass. Far partners cross a fat-tree's shared uplinks all at once.
   const double beta = 1.5 * m.betaUsPerByte * m.uplinkSharing;
-  // Latencies of virtual rank 0's exchanges (one per distance), and the fold.
-  double exchange = 0;
-  for (int mask = 1; mask < f.pp; mask *= 2) exchange += m.alphaBetween(f.real(0), f.real(mask));
-  const double folding = f.r > 0 ? m.alphaBetween(0, 1) : 0.0;
+  // Latencies of virtual rank 0's exchanges (one per distance; the one at
+  // distance mask moves data/(2 mask) and pays its latency once per slice
+  // round, sliceRounds), and the fold, which moves everything.
+  auto exchanges = [&](double data) {
+    double us = 0;
+    for (int mask = 1; mask < f.pp; mask *= 2)
+      us += sliceRounds(data / (2.0 * mask), ctx.sliceBytes) * m.alphaBetween(f.real(0), f.real(mask));
+    return us;
+  };
+  auto folding = [&](double data) { return f.r > 0 ? sliceRounds(data, ctx.sliceBytes) * m.alphaBetween(0, 1) : 0.0; };
   switch (k.coll) {
     case Collective::AllReduce:
-      return 2 * (exchange + folding) + (2 * frac + 2 * fold) * bytes * beta +
+      return 2 * (exchanges(bytes) + folding(bytes)) + (2 * frac + 2 * fold) * bytes * beta +
              (frac + fold) * bytes * m.gammaUsPerByte;
     case Collective::ReduceScatter: {
       const double total = bytes * k.nranks;
-      return exchange + 2 * folding + (frac + fold) * total * beta + (frac + fold) * total * m.gammaUsPerByte;
+      return exchanges(total) + 2 * folding(total) + (frac + fold) * total * beta + (frac + fold) * total * m.gammaUsPerByte;
     }
     default:
     {
       double bruck = 0;
-      for (int d = 1; d < k.nranks; d *= 2) bruck += m.alphaBetween(0, d);
+      for (int d = 1; d < k.nranks; d *= 2)
+        bruck += sliceRounds(std::min(d, k.nranks - d) * bytes, ctx.sliceBytes) * m.alphaBetween(0, d);
       return bruck + (k.nranks - 1.0) * bytes * beta;
     }
   }

@@ -56,7 +56,8 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const std::vector<DimCost> links = {{m.intraAlphaUs, m.intraBetaUsPerByte},
                                       {m.interAlphaUs, m.interBetaUsPerByte * local}};
   return dimensionWiseCost(static_cast<double>(k.count) * k.typeSize,
-                           {local, static_cast<int>(r[1].ranks.size())}, streams(), links, m.gammaUsPerByte);
+                           {local, static_cast<int>(r[1].ranks.size())}, streams(), links, m.gammaUsPerByte,
+                           ctx.sliceBytes);
 }
 
 }  // namespace

@@ -94,15 +94,23 @@ Status build(const PlanKey& k, const PlanContext& ctx, Plan& plan) {
 double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double p = k.nranks;
   const double bytes = static_cast<double>(k.count) * k.typeSize;
-  // Every step waits for the slowest hop of the ring.
-  const std::vector<int> order = ringOrder(ctx, k.nranks);
-  double alpha = 0;
-  for (size_t i = 0; i < order.size(); ++i) alpha = std::max(alpha, m.alphaBetween(order[i], order[(i + 1) % order.size()]));
   // Per rank and pass: p-1 messages of 1/p of the data (AllReduce: two passes).
   const double passData = (k.coll == Collective::AllReduce) ? bytes : bytes * (k.coll == Collective::AllGather ? p : 1.0);
   const double passes = (k.coll == Collective::AllReduce) ? 2.0 : 1.0;
   const double reduced = (k.coll == Collective::AllGather) ? 0.0 : (p - 1) / p * passData;
-  return passes * ((p - 1) * alpha + (p - 1) / p * passData * m.betaUsPerByte) + reduced * m.gammaUsPerByte;
+  // A slice round walks p-1 of the ring's hops (nodus-sim: exact for a
+  // contention-free ring, docs/sim-findings.md), and the executor runs a
+  // pass slice-major, so every round pays that chain again.
+  const std::vector<int> order = ringOrder(ctx, k.nranks);
+  // Bandwidth: every hop carries the same bytes, so the slowest hop sets the pace.
+  double hops = 0, beta = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int a = order[i], b = order[(i + 1) % order.size()];
+    hops += m.alphaBetween(a, b);
+    beta = std::max(beta, m.betaBetween(a, b));
+  }
+  const double rounds = sliceRounds(passData / p, ctx.sliceBytes);
+  return passes * (rounds * (p - 1) / p * hops + (p - 1) / p * passData * beta) + reduced * m.gammaUsPerByte;
 }
 
 }  // namespace

@@ -78,7 +78,8 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
       links.push_back({m.interAlphaUs, m.interBetaUsPerByte * share});
     }
   }
-  return dimensionWiseCost(static_cast<double>(k.count) * k.typeSize, t.grid.dims, t.streams, links, m.gammaUsPerByte);
+  return dimensionWiseCost(static_cast<double>(k.count) * k.typeSize, t.grid.dims, t.streams, links, m.gammaUsPerByte,
+                           ctx.sliceBytes);
 }
 
 }  // namespace

@@ -233,10 +233,24 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   // Each phase: a slice crosses `depth` levels, then the rest streams behind
   // it; an inner node forwards its half to two children.
   const double beta = m.betaUsPerByte * m.uplinkSharing;
-  const double phase = path + depth * slice * beta + bytes * beta;
+  // AllReduce: in one plan a rank walks its steps for the first tree before
+  // those for the second, so the two trees' chains partly serialise: nodus-sim
+  // measured the latency at 1.5x the one-tree path on every fabric.
+  const double chain = k.coll == Collective::AllReduce ? 1.5 * path : path;
+  const double phase = chain + depth * slice * beta + bytes * beta;
   const double phases = k.coll == Collective::AllReduce ? 2.0 : 1.0;
   const double hop = k.coll == Collective::AllReduce ? 0.0 : m.alphaUs + bytes / 2 * beta;
-  return phases * phase + hop + (k.coll == Collective::Broadcast ? 0.0 : bytes * m.gammaUsPerByte);
+  double us = phases * phase + hop;
+  const double rounds = sliceRounds(bytes / 2, ctx.sliceBytes);
+  if (k.coll == Collective::AllReduce && rounds > 1) {
+    // As built, one plan holds both trees and the trip up and back down, so
+    // slice rounds do not overlap: nodus-sim measured each round at 4.5-5.6x
+    // depth x (alpha + slice beta) on fat-trees of 8 to 4096 hosts
+    // (docs/sim-findings.md). Running the trees as separate lanes, as NCCL
+    // does, would bring the pipelined formula above back.
+    us = std::max(us, rounds * 5.0 * (path + depth * slice * beta));
+  }
+  return us + (k.coll == Collective::Broadcast ? 0.0 : bytes * m.gammaUsPerByte);
 }
 
 }  // namespace

@@ -172,20 +172,21 @@ TEST(SimFormula, TorusWithInterleavedStreamsMatchesTheTuner) {
   expectNear(asIs.simUs, o.tunerNetUs, 0.01, "torus 4x4x4 as built");
 }
 
-TEST(SimFormula, TreeAsFourLanesPipelinesLikeTheModel) {
+TEST(SimFormula, TreeAsBuiltMatchesTheTunerAndFourLanesWouldPipeline) {
   // The double binary tree as one plan: every slice round waits for a trip
-  // up to the root and back through both trees. Split NCCL-style into each
-  // tree's up and down lanes, it pipelines as the tuner's formula says.
+  // up to the root and back through both trees, which the tuner prices (about
+  // 5 x depth x (alpha + slice beta) a round). Split NCCL-style into each
+  // tree's up and down lanes, it would pipeline, several times faster.
   SimSpec s = baseSpec(fatTree("8"));
   s.bytes = 8 << 20;
   s.algo = "tree";
   const SimOutcome asIs = simulate(s);
   ASSERT_TRUE(asIs.ok) << asIs.error;
+  expectNear(asIs.simUs, asIs.tunerUs, 0.15, "tree as built");
   s.reorder = "tree";
   const SimOutcome lanes = simulate(s);
   ASSERT_TRUE(lanes.ok) << lanes.error;
   EXPECT_TRUE(lanes.reordered);
-  expectNear(lanes.simUs, lanes.tunerUs, 0.05, "tree in four lanes");
   EXPECT_GT(asIs.simUs, 3 * lanes.simUs);
 }
 

@@ -10,9 +10,9 @@
 
 namespace nodus {
 
-// Intra-host constants measured on this project's 2-core VMs over shm (see
-// docs/tuning.md): a step costs about 0.6 us of handshake, a pipelined slot
-// copy moves about 10 GB/s per rank, a reduction about 12 GB/s.
+// Intra-host constants measured on this project's 2-core VMs over shm with
+// nodus-perf (-a all): a step costs about 0.6 us of handshake, a pipelined
+// slot copy moves about 10 GB/s per rank, a reduction about 12 GB/s.
 CostModel CostModel::of(const PlanContext& ctx) {
   CostModel m;
   m.intraAlphaUs = 0.6;
@@ -51,6 +51,11 @@ double CostModel::alphaBetween(int a, int b) const {
   if (topo == nullptr || a == b) return alphaUs;
   const int h = topo->hops(a, b);
   return h == 0 ? intraAlphaUs : softwareUs + h * hopUs;
+}
+
+double CostModel::betaBetween(int a, int b) const {
+  if (topo == nullptr || a == b) return betaUsPerByte;
+  return topo->hops(a, b) == 0 ? intraBetaUsPerByte : interBetaUsPerByte;
 }
 
 namespace {
