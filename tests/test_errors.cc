@@ -625,13 +625,14 @@ constexpr size_t kResult = 0, kElapsedMs = 1, kDone = 2;
 // AllReduce while rank 2 either dies (SIGKILL) inside the same AllReduce or
 // never calls it. Survivors must return nodusRemoteError or nodusTimeout within
 // NODUS_TIMEOUT_MS + slack, and destroy their communicator without hanging.
-void RunVictimScenario(bool kill) {
+void RunVictimScenario(bool kill, const char* transport = "shm") {
   ScopedEnv timeout("NODUS_TIMEOUT_MS", std::to_string(kShmTimeoutMs));
   SharedUniqueId sharedId;
   ForkedRanks ranks(3);
   ForkedRanks* shared = &ranks;
   const bool started = ranks.Start([&](int rank, RankReport& report) {
-    setenv("NODUS_TRANSPORT", "shm", 1);
+    setenv("NODUS_TRANSPORT", transport, 1);
+    setenv("NODUS_SOCKET_IFNAME", "lo", 1);
     nodusUniqueId id;
     if (rank == 0) sharedId.Make();
     if (!sharedId.Get(&id, seconds(30))) {
@@ -708,6 +709,10 @@ void RunVictimScenario(bool kill) {
 
 TEST_F(ErrorsShm, RankKilledMidCollective) { RunVictimScenario(true); }
 TEST_F(ErrorsShm, RankThatNeverCallsTheCollective) { RunVictimScenario(false); }
+// The same over tcp between processes of this machine: a killed rank's
+// sockets close (the survivors see it at once), an absent one times out.
+TEST_F(ErrorsShm, TcpRankKilledMidCollective) { RunVictimScenario(true, "tcp"); }
+TEST_F(ErrorsShm, TcpRankThatNeverCallsTheCollective) { RunVictimScenario(false, "tcp"); }
 
 // A rank killed before it even joins: the others' nodusCommInitRank fails
 // within the timeout instead of waiting forever.

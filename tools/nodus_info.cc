@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "algorithms/algorithm.h"
 #include "core/params.h"
+#include "core/socket.h"
 #include "nodus/nodus.h"
 #include "transports/registry.h"
 
@@ -38,8 +40,16 @@ int main(int argc, char** argv) {
 #endif
   printf("\nTransports (tried in this order for each peer)\n");
   for (const TransportEntry& t : transportTable()) printf("  %-10s available\n", t.name);
-  printf("  %-10s not built yet (ranks on other hosts are refused with an error)\n", "tcp");
   printf("  %-10s not built yet\n", "verbs");
+  std::vector<NetInterface> ifs;
+  Status st = selectInterfaces(&ifs);
+  if (st.isOk()) {
+    std::string names;
+    for (const NetInterface& i : ifs) names += (names.empty() ? "" : ", ") + i.name;
+    printf("  tcp would use: %s (NODUS_SOCKET_IFNAME)\n", names.c_str());
+  } else {
+    printf("  tcp: %s\n", st.message().c_str());
+  }
   printf("\nAlgorithms\n");
   for (const Algorithm* a : algorithms()) printf("  %-10s %s\n", a->name, a->help);
   printf("\nParameters (environment)\n");

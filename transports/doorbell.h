@@ -17,6 +17,11 @@ struct alignas(64) Doorbell {
   std::atomic<uint32_t> sleepers{0};
   std::atomic<uint32_t> aborted{0};  // this rank aborted or failed: peers stop waiting on it
   std::atomic<int32_t> pid{0};
+  // Process-local doorbells only (never one in shared memory, where an fd
+  // number means nothing to the other processes): an eventfd that ring()
+  // also writes when someone sleeps, so that a thread waiting in epoll on
+  // sockets as well (the net transport's proxy) wakes on a post or release.
+  int32_t wakeFd = -1;
 
   // Called after publishing work for the owner of this doorbell.
   void ring();

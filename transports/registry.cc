@@ -2,6 +2,7 @@
 #include "transports/registry.h"
 
 #include "transports/loopback/loopback_transport.h"
+#include "transports/net/net_transport.h"
 #include "transports/shm/shm_transport.h"
 
 namespace nodus {
@@ -9,6 +10,7 @@ namespace {
 const TransportEntry kTable[] = {
     {"loopback", [](const PeerPlacement& w) { return w.sameProcess; }, makeLoopbackTransport},
     {"shm", [](const PeerPlacement& w) { return w.sameHost; }, makeShmTransport},
+    {"tcp", [](const PeerPlacement&) { return true; }, makeTcpTransport, /*ownThread=*/true},
 };
 }  // namespace
 

@@ -20,6 +20,9 @@ struct TransportEntry {
   // Whether this transport can connect two ranks placed like this.
   bool (*reaches)(const PeerPlacement& where);
   std::unique_ptr<Transport> (*make)();
+  // It runs a thread of its own per communicator (the net proxy), which
+  // needs a core as much as the rank's executor does.
+  bool ownThread = false;
 };
 
 std::span<const TransportEntry> transportTable();

@@ -28,6 +28,12 @@ void Doorbell::ring() {
 #endif
     seq.fetch_add(1, std::memory_order_seq_cst);
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&seq), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+    if (wakeFd >= 0) {
+      const uint64_t one = 1;
+      // A full eventfd counter (EAGAIN) already means "wake up".
+      ssize_t ignored = write(wakeFd, &one, sizeof(one));
+      (void)ignored;
+    }
   }
 }
 
@@ -37,6 +43,10 @@ void Doorbell::sleep(uint32_t expected, int64_t timeoutUs) {
 }
 
 // ---- Ring ----------------------------------------------------------------------
+
+std::byte* ringSlot(void* mem, size_t slotBytes, uint64_t index, uint32_t slots) {
+  return static_cast<std::byte*>(mem) + roundUp(sizeof(RingHeader), kPage) + (index % slots) * roundUp(slotBytes, 64);
+}
 
 size_t ringBytes(uint32_t slots, size_t slotBytes) {
   return roundUp(sizeof(RingHeader), kPage) + static_cast<size_t>(slots) * roundUp(slotBytes, 64);

@@ -27,6 +27,11 @@ struct alignas(64) RingHeader {
 // Bytes one ring occupies, header included; a multiple of the page size.
 size_t ringBytes(uint32_t slots, size_t slotBytes);
 
+// Slot `index` (a head or tail count, taken modulo `slots`) of the ring at
+// `mem`: for a side that moves slots itself rather than through RingSender /
+// RingReceiver (the net transport's proxy, which keeps several in flight).
+std::byte* ringSlot(void* mem, size_t slotBytes, uint64_t index, uint32_t slots);
+
 // `mem` points at ringBytes() bytes shared by both sides.
 class RingSender final : public SendConnection {
  public:

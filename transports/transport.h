@@ -51,6 +51,14 @@ struct ConnectRequest {
   // The rank before this one in the topology's ring order: rings carry most
   // of the traffic, so its connection is set up eagerly (pages faulted in).
   int ringPrev = -1;
+  // The doorbell this rank waits on, for transports that ring it from this
+  // process (the net transport's proxy). The communicator makes a
+  // process-local one; a transport that must place it elsewhere (shm: in
+  // shared memory, where peer processes ring it; loopback: in the endpoint
+  // its peer threads keep alive) returns its own in Connections::doorbell,
+  // and the transports connected after it get that one here. Never null.
+  Doorbell* bell = nullptr;
+  int64_t timeoutMs = 0;  // NODUS_TIMEOUT_MS: bounds waits during set-up and teardown
 };
 
 // Per-rank result of connecting: connections indexed by peer rank (null for
@@ -59,7 +67,9 @@ struct ConnectRequest {
 struct Connections {
   std::vector<std::unique_ptr<SendConnection>> send;
   std::vector<std::unique_ptr<RecvConnection>> recv;
-  Doorbell* doorbell = nullptr;          // this rank's
+  // Set only by a transport that provides this rank's doorbell itself (see
+  // ConnectRequest::bell); it then must be the first, in table order, with peers.
+  Doorbell* doorbell = nullptr;
   std::vector<Doorbell*> peerDoorbells;  // rung on abort; null for unconnected peers
 };
 
@@ -73,6 +83,9 @@ class Transport {
   // Whether `peer` (connected by this transport) is still alive; called
   // while waiting, at most every few milliseconds.
   virtual Status checkPeer(int peer) = 0;
+  // This rank failed or aborted: let the peers know, for transports whose
+  // peers cannot see the rank's doorbell (closing sockets ends their waits).
+  virtual void notifyFailure() {}
 };
 
 }  // namespace nodus

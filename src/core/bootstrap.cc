@@ -142,7 +142,7 @@ class SocketBootstrap final : public Bootstrap {
 
   Status join(const IdBlob& id) {
     const auto deadline = Clock::now() + timeout_;
-    memcpy(secret_, id.secret, kSecretBytes);
+    memcpy(secret_.data(), id.secret, kSecretBytes);
     const sockaddr_in root = makeAddr(id.ip, id.port);
     Fd rootFd;
     Status s = connectTo(root, deadline, &rootFd);
@@ -155,7 +155,7 @@ class SocketBootstrap final : public Bootstrap {
     sockaddr_in bound{};
     NODUS_TRY(listenOn(local, &listen_, &bound));
     Hello h{kHelloMagic, HelloKind::Root, {}, rank(), nranks(), bound.sin_addr.s_addr, bound.sin_port, 0};
-    memcpy(h.secret, secret_, kSecretBytes);
+    memcpy(h.secret, secret_.data(), kSecretBytes);
     NODUS_TRY(sendAll(rootFd.get(), &h, sizeof(h), deadline));
     int32_t verdict = 0;
     s = recvAll(rootFd.get(), &verdict, sizeof(verdict), deadline);
@@ -170,7 +170,7 @@ class SocketBootstrap final : public Bootstrap {
     const int prev = (rank() + nranks() - 1) % nranks();
     NODUS_TRY(connectTo(makeAddr(addrs[next].ip, addrs[next].port), deadline, &next_));
     Hello rh{kHelloMagic, HelloKind::Ring, {}, rank(), nranks(), 0, 0, 0};
-    memcpy(rh.secret, secret_, kSecretBytes);
+    memcpy(rh.secret, secret_.data(), kSecretBytes);
     NODUS_TRY(sendAll(next_.get(), &rh, sizeof(rh), deadline));
     while (!prev_.valid()) {
       Fd fd;
@@ -178,7 +178,7 @@ class SocketBootstrap final : public Bootstrap {
       s = acceptOne(listen_.get(), deadline, &fd, &from);
       if (!s.isOk()) return Status(s.code(), "rank " + std::to_string(prev) + " never connected: " + s.message());
       Hello ph{};
-      if (!readHello(fd.get(), from, secret_, HelloKind::Ring, &ph, rank())) continue;
+      if (!readHello(fd.get(), from, secret_.data(), HelloKind::Ring, &ph, rank())) continue;
       if (ph.rank != prev) {
         NODUS_WARN(rank(), "refused bootstrap connection from %s: claims rank %d, expected %d", addrText(from).c_str(), ph.rank, prev);
         continue;
@@ -204,7 +204,6 @@ class SocketBootstrap final : public Bootstrap {
 
  private:
   std::chrono::milliseconds timeout_;
-  uint8_t secret_[kSecretBytes] = {};
   Fd listen_, next_, prev_;
 };
 
@@ -248,8 +247,14 @@ Status socketBootstrap(const nodusUniqueId& id, int rank, int nranks, std::chron
 
 class InProcessGroup {
  public:
-  explicit InProcessGroup(int n) : n_(n) {}
+  explicit InProcessGroup(int n) : n_(n) {
+    // Threads need no proof among themselves, but transports that go through
+    // the network (tcp forced between threads) still refuse strangers.
+    if (getrandom(secret_.data(), secret_.size(), 0) != static_cast<ssize_t>(secret_.size()))
+      for (size_t i = 0; i < secret_.size(); ++i) secret_[i] = static_cast<uint8_t>(Clock::now().time_since_epoch().count() >> (8 * (i % 8)));
+  }
   int size() const { return n_; }
+  const JobSecret& secret() const { return secret_; }
   Status allGather(int rank, void* data, size_t bytes) {
     std::unique_lock<std::mutex> lock(mu_);
     // Wait until the previous round has been read by everyone.
@@ -274,6 +279,7 @@ class InProcessGroup {
 
  private:
   int n_;
+  JobSecret secret_{};
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<char> buf_;
@@ -285,7 +291,9 @@ class InProcessGroup {
 namespace {
 class InProcessBootstrap final : public Bootstrap {
  public:
-  InProcessBootstrap(std::shared_ptr<InProcessGroup> g, int rank, int n) : Bootstrap(rank, n), group_(std::move(g)) {}
+  InProcessBootstrap(std::shared_ptr<InProcessGroup> g, int rank, int n) : Bootstrap(rank, n), group_(std::move(g)) {
+    secret_ = group_->secret();
+  }
   Status allGather(void* data, size_t bytes) override { return group_->allGather(rank(), data, bytes); }
 
  private:

@@ -2,13 +2,18 @@
 // exchange connection information before any transport exists.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 
 #include "core/status.h"
 #include "nodus/nodus.h"
 
 namespace nodus {
+
+// The job's 128-bit secret: every connection between its ranks presents it.
+using JobSecret = std::array<uint8_t, 16>;
 
 class Bootstrap {
  public:
@@ -19,9 +24,13 @@ class Bootstrap {
   // blocks are everyone's on return.
   virtual Status allGather(void* data, size_t bytes) = 0;
   Status barrier();
+  // Known to the ranks of this job only (the unique id's, or a random one
+  // per in-process group): transports use it to refuse strangers.
+  const JobSecret& secret() const { return secret_; }
 
  protected:
   Bootstrap(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
+  JobSecret secret_{};
 
  private:
   int rank_, nranks_;

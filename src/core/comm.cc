@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <span>
 
 #include "core/dtype.h"
 #include "core/log.h"
@@ -53,6 +54,7 @@ struct RankInfo {
   uint64_t processToken;  // random per process: equal tokens = same process
   int32_t pid;
   uint32_t slots;
+  int32_t forcedTransport;  // index into the transport table, -1: none forced
   uint64_t slotBytes;
 };
 
@@ -159,6 +161,17 @@ Status Comm::init(InitOptions& opts) {
   me.pid = getpid();
   me.slots = cfg_.slots;
   me.slotBytes = cfg_.slotBytes;
+  int forced = -1;
+  if (!cfg_.transport.empty()) {
+    std::string known;
+    for (size_t t = 0; t < transportTable().size(); ++t) {
+      if (cfg_.transport == transportTable()[t].name) forced = static_cast<int>(t);
+      known += (known.empty() ? "" : ", ") + std::string(transportTable()[t].name);
+    }
+    if (forced < 0)
+      return makeError(nodusInvalidArgument, "NODUS_TRANSPORT=%s names no transport (%s)", cfg_.transport.c_str(), known.c_str());
+  }
+  me.forcedTransport = forced;
   me.fabricFingerprint = fabric.fingerprint();
   me.numa = currentNuma(*node);
   me.cores = coresAvailable();
@@ -185,6 +198,10 @@ Status Comm::init(InitOptions& opts) {
   }
   for (const auto& [machine, rc] : perMachine) topo_.oversubscribed |= rc.first > rc.second;
   for (int r = 0; r < nranks_; ++r) {
+    if (infos[r].forcedTransport != forced)
+      return makeError(nodusInvalidUsage, "rank %d forces NODUS_TRANSPORT=%s but rank %d %s%s: every rank must force the same one",
+                       r, infos[r].forcedTransport < 0 ? "(none)" : transportTable()[infos[r].forcedTransport].name, rank_,
+                       forced < 0 ? "forces none" : "forces ", forced < 0 ? "" : transportTable()[forced].name);
     if (infos[r].slotBytes != cfg_.slotBytes || infos[r].slots != cfg_.slots)
       return makeError(nodusInvalidUsage,
                        "rank %d uses NODUS_SLOT_BYTES=%llu NODUS_SLOTS=%u but rank %d uses %llu and %u: every rank "
@@ -193,8 +210,12 @@ Status Comm::init(InitOptions& opts) {
                        static_cast<unsigned long long>(cfg_.slotBytes), cfg_.slots);
   }
 
-  // Choose a transport per peer: the forced one, else the first in the table that reaches it.
-  const TransportEntry* chosen = nullptr;
+  // Choose a transport per peer: the forced one, else the first in the table
+  // that reaches it. Placement is symmetric and NODUS_TRANSPORT the same
+  // everywhere (checked above), so both ends of a pair choose alike.
+  const std::span<const TransportEntry> table = transportTable();
+  std::vector<std::vector<int>> peersByTransport(table.size());
+  peerTransport_.assign(static_cast<size_t>(nranks_), -1);
   int localRanks = 0;
   for (int r = 0; r < nranks_; ++r) {
     PeerPlacement where;
@@ -202,60 +223,80 @@ Status Comm::init(InitOptions& opts) {
     where.sameProcess = opts.inProcess && where.sameHost && infos[r].processToken == me.processToken;
     localRanks += where.sameHost;
     if (r == rank_) continue;
-    const TransportEntry* pick = nullptr;
-    for (const TransportEntry& e : transportTable()) {
-      if (!cfg_.transport.empty() && cfg_.transport != e.name) continue;
-      if (e.reaches(where)) {
-        pick = &e;
-        break;
-      }
-    }
-    if (pick == nullptr) {
-      if (!cfg_.transport.empty()) {
-        bool known = false;
-        for (const TransportEntry& e : transportTable()) known |= cfg_.transport == e.name;
-        if (!known) return makeError(nodusInvalidArgument, "NODUS_TRANSPORT=%s names no transport (loopback, shm)", cfg_.transport.c_str());
-        return makeError(nodusInvalidUsage, "NODUS_TRANSPORT=%s cannot reach rank %d on host %s from rank %d on host %s",
-                         cfg_.transport.c_str(), r, infos[r].host, rank_, me.host);
-      }
-      return makeError(nodusInvalidUsage,
-                       "no transport reaches rank %d on host %s from rank %d on host %s (this build has loopback and "
-                       "shm only: ranks must share a host)",
-                       r, infos[r].host, rank_, me.host);
-    }
-    if (chosen != nullptr && chosen != pick)
-      return makeError(nodusInvalidUsage, "rank %d needs both the %s and the %s transport; one communicator uses one transport for now",
-                       rank_, chosen->name, pick->name);
-    chosen = pick;
+    int pick = -1;
+    for (size_t t = 0; t < table.size() && pick < 0; ++t)
+      if ((forced < 0 || forced == static_cast<int>(t)) && table[t].reaches(where)) pick = static_cast<int>(t);
+    if (pick < 0)
+      return makeError(nodusInvalidUsage, "NODUS_TRANSPORT=%s cannot reach rank %d on host %s from rank %d on host %s",
+                       cfg_.transport.c_str(), r, infos[r].host, rank_, me.host);
+    peersByTransport[static_cast<size_t>(pick)].push_back(r);
+    peerTransport_[static_cast<size_t>(r)] = pick;
     peers_.push_back(r);
   }
-  // Every rank must take part in each transport's exchange, even with no peers.
-  const TransportEntry* use = chosen ? chosen : &transportTable()[opts.inProcess ? 0 : 1];
-  std::vector<uint8_t> choice(nranks_);
-  choice[rank_] = static_cast<uint8_t>(use - transportTable().data());
-  NODUS_TRY(bootstrap_->allGather(choice.data(), 1));
-  for (int r = 0; r < nranks_; ++r)
-    if (nranks_ > 1 && choice[r] != choice[rank_])
-      return makeError(nodusInvalidUsage, "ranks chose different transports (%s here, %s on rank %d)", use->name,
-                       transportTable()[choice[r]].name, r);
-  transport_ = use->make();
+  // Every rank connects every transport that any rank uses, in table order,
+  // with or without peers of its own, so that their bootstrap exchanges match.
+  uint32_t used = 0;
+  for (size_t t = 0; t < table.size(); ++t)
+    if (!peersByTransport[t].empty()) used |= 1u << t;
+  std::vector<uint32_t> usedBy(static_cast<size_t>(nranks_));
+  usedBy[static_cast<size_t>(rank_)] = used;
+  NODUS_TRY(bootstrap_->allGather(usedBy.data(), sizeof(uint32_t)));
+  for (uint32_t u : usedBy) used |= u;
+
   ConnectRequest req;
   req.bootstrap = bootstrap_.get();
   req.rank = rank_;
   req.nranks = nranks_;
-  req.peers = peers_;
   req.slotBytes = cfg_.slotBytes;
   req.slots = cfg_.slots;
+  req.timeoutMs = cfg_.timeoutMs;
   const auto at = std::find(topo_.ringOrder.begin(), topo_.ringOrder.end(), rank_);
   const int64_t pos = at - topo_.ringOrder.begin();
   req.ringPrev = topo_.ringOrder[static_cast<size_t>((pos + nranks_ - 1) % nranks_)];
-  NODUS_TRY(transport_->connect(req, conns_));
+  localBell_ = std::make_unique<Doorbell>();
+  req.bell = localBell_.get();
+  bool bellUsed = false;  // by a transport with peers, before any provided one
+  conns_.send.resize(static_cast<size_t>(nranks_));
+  conns_.recv.resize(static_cast<size_t>(nranks_));
+  conns_.peerDoorbells.assign(static_cast<size_t>(nranks_), nullptr);
+  transports_.resize(table.size());
+  std::string names;
+  for (size_t t = 0; t < table.size(); ++t) {
+    if ((used & (1u << t)) == 0) continue;
+    transports_[t] = table[t].make();
+    req.peers = peersByTransport[t];
+    Connections c;
+    NODUS_TRY(transports_[t]->connect(req, c));
+    if (c.doorbell != nullptr) {
+      // Peers of the transports connected before rang the earlier doorbell.
+      if (bellUsed)
+        return makeError(nodusInternalError, "transport %s provides this rank's doorbell after others used another one",
+                         table[t].name);
+      req.bell = c.doorbell;
+    }
+    bellUsed |= !req.peers.empty();
+    for (int peer : req.peers) {
+      const size_t i = static_cast<size_t>(peer);
+      conns_.send[i] = std::move(c.send[i]);
+      conns_.recv[i] = std::move(c.recv[i]);
+      if (i < c.peerDoorbells.size()) conns_.peerDoorbells[i] = c.peerDoorbells[i];
+    }
+    if (!req.peers.empty())
+      names += (names.empty() ? "" : "+") + std::string(table[t].name) + "(" + std::to_string(req.peers.size()) + ")";
+  }
+  conns_.doorbell = req.bell;
+  if (names.empty()) names = "none";
 
-  // Spinning helps only while every rank of this host has a core to itself.
+  // Spinning helps only while every rank of this host has a core to itself,
+  // and a second one for a transport thread (the net proxy): an executor
+  // polling for tcp data would otherwise take the core the proxy needs to
+  // bring it (measured: 4x less bandwidth on 2 cores).
+  bool transportThread = false;
+  for (size_t t = 0; t < table.size(); ++t) transportThread |= table[t].ownThread && !peersByTransport[t].empty();
   const int cores = coresAvailable();
-  spin_ = localRanks > cores ? 0 : cfg_.spin;
-  NODUS_INFO(rank_, "rank %d of %d on %s: transport %s, %d rank(s) on %d core(s)%s, %u slots of %zu bytes", rank_,
-             nranks_, me.host, transport_->name(), localRanks, cores, spin_ ? "" : " (oversubscribed: no spinning)",
+  spin_ = localRanks * (transportThread ? 2 : 1) > cores ? 0 : cfg_.spin;
+  NODUS_INFO(rank_, "rank %d of %d on %s: transports %s, %d rank(s) on %d core(s)%s, %u slots of %zu bytes", rank_,
+             nranks_, me.host, names.c_str(), localRanks, cores, spin_ ? "" : " (oversubscribed: no spinning)",
              cfg_.slots, cfg_.slotBytes);
   if (rank_ == 0) NODUS_INFO(rank_, "topology:\n%s", topo_.describe().c_str());
   return Status::ok();
@@ -269,6 +310,10 @@ Comm::~Comm() {
   }
   cv_.notify_all();
   if (progress_.joinable()) progress_.join();
+  // Later transports may ring a doorbell an earlier one owns (the net proxy,
+  // shm's doorbell): take them down in reverse order, connections first.
+  conns_ = Connections();
+  while (!transports_.empty()) transports_.pop_back();
   if (scratch_) munmap(scratch_, scratchBytes_);
 }
 
@@ -342,6 +387,8 @@ void Comm::notifyPeersOfFailure() {
   conns_.doorbell->ring();
   for (Doorbell* d : conns_.peerDoorbells)
     if (d) d->ring();
+  for (const auto& t : transports_)
+    if (t) t->notifyFailure();
 }
 
 void Comm::abort() {
@@ -355,7 +402,8 @@ Status Comm::checkPeer(int peer) {
   Doorbell* d = conns_.peerDoorbells[peer];
   if (d && d->aborted.load(std::memory_order_acquire))
     return makeError(nodusRemoteError, "rank %d failed or aborted", peer);
-  return transport_->checkPeer(peer);
+  const int t = peerTransport_[static_cast<size_t>(peer)];
+  return t < 0 ? Status::ok() : transports_[static_cast<size_t>(t)]->checkPeer(peer);
 }
 
 static Status usable(const Comm& c) {

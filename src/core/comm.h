@@ -1,4 +1,4 @@
-// Comm: one rank's communicator. Owns the bootstrap, the transport and its
+// Comm: one rank's communicator. Owns the bootstrap, the transports and their
 // connections, the plan cache, scratch memory and the queue of operations
 // with the thread that progresses queued ones.
 #pragma once
@@ -107,7 +107,12 @@ class Comm {
   Topology topo_;
   int64_t spin_ = 0;
   std::unique_ptr<Bootstrap> bootstrap_;
-  std::unique_ptr<Transport> transport_;
+  // This rank's doorbell unless a transport provides one (shm); before the
+  // transports, which ring it.
+  std::unique_ptr<Doorbell> localBell_;
+  // Indexed like the transport table; null for transports no rank uses.
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<int> peerTransport_;  // table index per peer, -1 for this rank
   Connections conns_;
   std::vector<int> peers_;
 

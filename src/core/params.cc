@@ -19,7 +19,7 @@ constexpr ParamInfo kParams[] = {
      "Longest a wait may go without progress before the call fails with nodusTimeout "
      "(bootstrap, connection set-up and collectives)."},
     {"NODUS_TRANSPORT", ParamType::String, "",
-     "Force one transport for every peer: loopback (nodusCommInitAll only) or shm."},
+     "Force one transport for every peer: loopback (nodusCommInitAll only), shm (one machine) or tcp."},
     {"NODUS_ALGO", ParamType::String, "",
      "Force algorithms: a name for every collective it supports, or rules per collective and size "
      "(allreduce:0-64K:tree,64K-:torus;allgather:ring); nodus-info lists the algorithms."},
@@ -32,8 +32,14 @@ constexpr ParamInfo kParams[] = {
      "Host name the topology uses instead of the hostname; a comma-separated list gives rank i the "
      "i-th name (threads and processes of one machine pose as several hosts)."},
     {"NODUS_BOOTSTRAP_ADDR", ParamType::String, "",
-     "IPv4 address the bootstrap root listens on (default: this host's first non-loopback "
-     "address, else 127.0.0.1)."},
+     "IPv4 address the bootstrap root listens on (default: the first interface NODUS_SOCKET_IFNAME "
+     "selects, else this host's first non-loopback address, else 127.0.0.1)."},
+    {"NODUS_SOCKET_IFNAME", ParamType::String, "",
+     "Network interfaces for tcp and the bootstrap: comma-separated name prefixes (eth,ens), "
+     "'=' for exact names (=eth0), a leading '^' to exclude (^docker,lo); default: the first "
+     "non-loopback interface that is up, else loopback."},
+    {"NODUS_NSOCKS", ParamType::Int, "2",
+     "TCP sockets per peer connection, 1 to 16; a large message is striped over them in parallel."},
     {"NODUS_DIRECT_MAX_BYTES", ParamType::Int, "65536",
      "Largest AllReduce/Barrier (bytes per rank) the single-round direct algorithm takes when "
      "no algorithm is forced."},
@@ -122,6 +128,8 @@ const IntParam kSpin{lookup("NODUS_SPIN")};
 const StringParam kHostId{lookup("NODUS_HOSTID")};
 const StringParam kSocketIfAddr{lookup("NODUS_BOOTSTRAP_ADDR")};
 const IntParam kDirectMaxBytes{lookup("NODUS_DIRECT_MAX_BYTES")};
+const StringParam kSocketIfName{lookup("NODUS_SOCKET_IFNAME")};
+const IntParam kNsocks{lookup("NODUS_NSOCKS")};
 const StringParam kTopoFile{lookup("NODUS_TOPO_FILE")};
 const StringParam kTorusDims{lookup("NODUS_TORUS_DIMS")};
 const StringParam kFatTree{lookup("NODUS_FATTREE")};

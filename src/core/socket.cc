@@ -51,6 +51,70 @@ std::string addrText(const sockaddr_in& a) {
   return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
 }
 
+namespace {
+
+bool specMatches(const std::string& spec, const std::string& name) {
+  size_t start = spec[0] == '^' ? 1 : 0;
+  while (start <= spec.size()) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string::npos) comma = spec.size();
+    std::string item = spec.substr(start, comma - start);
+    if (!item.empty()) {
+      if (item[0] == '=') {
+        if (name == item.substr(1)) return true;
+      } else if (name.compare(0, item.size(), item) == 0) {
+        return true;
+      }
+    }
+    start = comma + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status selectInterfaces(std::vector<NetInterface>* out) {
+  out->clear();
+  const std::string spec = param::kSocketIfName.get();
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) ifs = nullptr;  // as if there were none: loopback by default
+  std::vector<NetInterface> all;
+  for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_UP) == 0) continue;
+    NetInterface n;
+    n.name = i->ifa_name;
+    n.addr = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
+    n.loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
+    all.push_back(n);
+  }
+  freeifaddrs(ifs);
+  if (spec.empty()) {
+    for (const NetInterface& n : all)
+      if (!n.loopback) out->push_back(n);
+    if (out->empty())
+      for (const NetInterface& n : all)
+        if (n.loopback) out->push_back(n);
+    if (out->empty()) {
+      NetInterface lo;
+      lo.name = "lo";
+      lo.addr.s_addr = htonl(INADDR_LOOPBACK);
+      lo.loopback = true;
+      out->push_back(lo);
+    }
+    return Status::ok();
+  }
+  const bool exclude = spec[0] == '^';
+  std::string names;
+  for (const NetInterface& n : all) {
+    names += (names.empty() ? "" : ", ") + n.name;
+    if (specMatches(spec, n.name) != exclude) out->push_back(n);
+  }
+  if (out->empty())
+    return makeError(nodusInvalidArgument, "NODUS_SOCKET_IFNAME=%s selects no IPv4 interface that is up (there are: %s)",
+                     spec.c_str(), names.empty() ? "none" : names.c_str());
+  return Status::ok();
+}
+
 Status defaultListenAddress(in_addr* out) {
   std::string forced = param::kSocketIfAddr.get();
   if (!forced.empty()) {
@@ -58,17 +122,15 @@ Status defaultListenAddress(in_addr* out) {
       return makeError(nodusInvalidArgument, "NODUS_BOOTSTRAP_ADDR=%s is not an IPv4 address", forced.c_str());
     return Status::ok();
   }
-  out->s_addr = htonl(INADDR_LOOPBACK);
-  ifaddrs* ifs = nullptr;
-  if (getifaddrs(&ifs) != 0) return Status::ok();
-  for (ifaddrs* i = ifs; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-    if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
-    *out = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
-    break;
-  }
-  freeifaddrs(ifs);
+  std::vector<NetInterface> ifs;
+  NODUS_TRY(selectInterfaces(&ifs));
+  *out = ifs.front().addr;
   return Status::ok();
+}
+
+void setNoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 Status listenOn(const sockaddr_in& addr, Fd* out, sockaddr_in* bound) {

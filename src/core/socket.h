@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -36,9 +37,23 @@ class Fd {
 };
 
 std::string addrText(const sockaddr_in& a);
+
+// An IPv4 interface that is up.
+struct NetInterface {
+  std::string name;
+  in_addr addr{};
+  bool loopback = false;
+};
+// The interfaces NODUS_SOCKET_IFNAME selects, in the kernel's order: by
+// default every non-loopback one that is up, or loopback alone when there is
+// none. A spec is comma-separated name prefixes ("eth,ens"), "=name" for an
+// exact name, a leading "^" to exclude instead ("^docker,lo"). An empty
+// result is an error naming the spec and what exists.
+Status selectInterfaces(std::vector<NetInterface>* out);
 // The IPv4 address to listen on: NODUS_BOOTSTRAP_ADDR, else the first
-// non-loopback interface that is up, else 127.0.0.1.
+// interface of selectInterfaces.
 Status defaultListenAddress(in_addr* out);
+void setNoDelay(int fd);
 // A listening socket on addr (port 0: any); `bound` receives the real address.
 Status listenOn(const sockaddr_in& addr, Fd* out, sockaddr_in* bound);
 // Connects, retrying refused connections until the deadline.

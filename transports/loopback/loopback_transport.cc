@@ -57,7 +57,9 @@ class LoopbackTransport final : public Transport {
       out.peerDoorbells[peer] = &other->bell;
       held_.push_back(std::move(other));
     }
-    out.doorbell = &me->bell;
+    // The peers' threads ring the bell inside the shared endpoint, which
+    // outlives this rank while they may still touch it: provide that one.
+    if (!req.peers.empty()) out.doorbell = &me->bell;
     held_.push_back(me);
     // Nobody may return (and possibly be destroyed) before every peer holds its references.
     return req.bootstrap->barrier();

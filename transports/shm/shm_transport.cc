@@ -69,8 +69,8 @@ class ShmTransport final : public Transport {
       if (infos[peer].name[0] == '\0')
         return makeError(nodusRemoteError, "rank %d could not create its shared memory", peer);
 
-    auto* bell = req.peers.empty() ? &localBell_ : reinterpret_cast<Doorbell*>(own_.bytes());
-    out.doorbell = bell;
+    // Peer processes ring this rank's doorbell: it lives in our segment.
+    if (!req.peers.empty()) out.doorbell = reinterpret_cast<Doorbell*>(own_.bytes());
     out.send.resize(req.nranks);
     out.recv.resize(req.nranks);
     out.peerDoorbells.assign(req.nranks, nullptr);
@@ -155,7 +155,6 @@ class ShmTransport final : public Transport {
   std::string ownName_;
   std::vector<Mapping> peers_;
   std::vector<int32_t> pids_;
-  Doorbell localBell_;
 };
 
 }  // namespace

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# A cluster of "hosts" on this machine: one network namespace per host, its
+# eth0 a veth into a bridge that lives in a namespace of its own (nothing is
+# added, addressed or routed in the namespace this script starts in), and a
+# UTS namespace per host (its own hostname, so nodus sees another machine:
+# tcp between hosts, shm between ranks of one host). Ranks find each other
+# with the unique-id bootstrap (examples/uid_allreduce.c: rank 0 writes the
+# id to a file the others read). Everything is torn down on exit, whatever
+# happens (trap).
+#
+#   sudo scripts/netns-cluster.sh [-H HOSTS] [-r RANKS_PER_HOST] [-c COUNT] [-k]
+#     -H  hosts (default 2)     -r  ranks per host (default 1)
+#     -c  floats per AllReduce (default 1M)   -k  keep going: do not tear down
+#         until Enter is pressed (to look around with `ip netns exec`)
+#   Extra environment (NODUS_DEBUG=INFO, NODUS_NSOCKS...) is passed to every
+#   rank; NODUS_BUILD_DIR names the build (default build/). Exit status 77:
+#   namespaces cannot be made here (not root, or a container without them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+hosts=2 rpn=1 count=$((1 << 20)) keep=0
+while getopts "H:r:c:kh" opt; do
+  case $opt in
+    H) hosts=$OPTARG ;;
+    r) rpn=$OPTARG ;;
+    c) count=$OPTARG ;;
+    k) keep=1 ;;
+    *) sed -n "2,20p" "$0"; exit 2 ;;
+  esac
+done
+# 77: cannot run here (the test driver counts it as skipped).
+[ "$(id -u)" -eq 0 ] || { echo "netns-cluster: needs root (network and UTS namespaces)" >&2; exit 77; }
+probe="ndprobe$$"
+if ! ip netns add "$probe" 2>/dev/null; then echo "netns-cluster: cannot make network namespaces here" >&2; exit 77; fi
+ip netns del "$probe"
+unshare --uts true 2>/dev/null || { echo "netns-cluster: cannot make UTS namespaces here" >&2; exit 77; }
+build=${NODUS_BUILD_DIR:-build}
+[ -f "$build/libnodus.so" ] || { echo "netns-cluster: build first ($build/libnodus.so)" >&2; exit 2; }
+
+tag="nd$$"                      # unique per run: parallel runs do not collide
+switch="${tag}sw"
+work=$(mktemp -d "/tmp/nodus-netns-XXXXXX")
+made_ns=() mounted=() pids=()
+
+cleanup() {
+  local rc=$?
+  set +e
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for m in "${mounted[@]}"; do umount "$m" 2>/dev/null; done
+  umount "$work" 2>/dev/null
+  for ns in "${made_ns[@]}"; do ip netns del "$ns" 2>/dev/null; done  # takes its veth ends along
+  rm -rf "$work"
+  exit $rc
+}
+trap cleanup EXIT INT TERM HUP
+
+build=$(cd "$build" && pwd)
+cc -O2 -I include examples/uid_allreduce.c -L "$build" -lnodus -Wl,-rpath,"$build" -o "$work/uid_allreduce"
+
+# unshare --uts=FILE keeps a namespace alive by bind-mounting it on FILE,
+# which must sit on a private mount.
+mount --bind "$work" "$work"
+mount --make-private "$work"
+
+ip netns add "$switch"; made_ns+=("$switch")
+ip -n "$switch" link add br0 type bridge
+ip -n "$switch" link set br0 up
+for ((h = 0; h < hosts; ++h)); do
+  ns="${tag}h$h"
+  ip netns add "$ns"; made_ns+=("$ns")
+  # Both ends are created inside the switch namespace, then one moves to the host.
+  ip -n "$switch" link add "p$h" type veth peer name "eth0h$h"
+  ip -n "$switch" link set "eth0h$h" netns "$ns"
+  ip -n "$switch" link set "p$h" master br0 up
+  ip -n "$ns" link set "eth0h$h" name eth0
+  ip -n "$ns" addr add "10.77.0.$((h + 1))/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  touch "$work/uts$h"
+  unshare --uts="$work/uts$h" hostname "nodus-host$h"; mounted+=("$work/uts$h")
+done
+
+nranks=$((hosts * rpn))
+echo "netns-cluster: $hosts host(s) x $rpn rank(s), 10.77.0.1-$hosts on a bridge in namespace $switch"
+for ((r = 0; r < nranks; ++r)); do
+  h=$((r / rpn))
+  NODUS_SOCKET_IFNAME=eth0 ip netns exec "${tag}h$h" nsenter --uts="$work/uts$h" \
+    "$work/uid_allreduce" "$r" "$nranks" "$work/id" "$count" > "$work/rank$r.out" 2>&1 &
+  pids+=($!)
+done
+status=0
+for ((r = 0; r < nranks; ++r)); do
+  wait "${pids[$r]}" || status=1
+  cat "$work/rank$r.out"
+done
+pids=()
+[ "$keep" -eq 1 ] && read -r -p "namespaces ${tag}* kept; Enter tears them down " _
+[ "$status" -eq 0 ] && echo "netns-cluster: every rank right" || echo "netns-cluster: some rank failed" >&2
+exit $status

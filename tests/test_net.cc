@@ -1,0 +1,451 @@
+// The TCP net (transports/net/tcp) on its own, over loopback: messages of
+// every size arrive whole on 1..4 sockets; strangers (wrong secret, garbage,
+// silence) are refused while a real peer gets through; and a peer that sends
+// a malformed frame (bad magic, too long, out of sequence, cut short) fails
+// the receive with nodusRemoteError and a clear message, closes the
+// connection, and never crashes or hangs the receiver. Then through
+// communicators of threads with tcp forced: no thread or descriptor outlives
+// them, idle proxies sleep, and garbage injected into live connections fails
+// the next collective with a clear error.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/socket.h"
+#include "nodus/nodus.h"
+#include "transports/net/net.h"
+#include "transports/net/tcp/tcp_net.h"
+#include "transports/net/tcp/tcp_wire.h"
+
+namespace nodus {
+namespace {
+
+using net::Clock;
+using namespace std::chrono_literals;
+
+class TcpNetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("NODUS_SOCKET_IFNAME", "lo", 1);
+    for (size_t i = 0; i < secret_.size(); ++i) secret_[i] = static_cast<uint8_t>(0xa0 + i);
+  }
+  void TearDown() override { unsetenv("NODUS_SOCKET_IFNAME"); }
+
+  std::unique_ptr<net::Net> MakeNet(int nsocks) {
+    std::unique_ptr<net::Net> n;
+    Status s = net::makeTcpNet(nsocks, &n);
+    EXPECT_TRUE(s.isOk()) << s.message();
+    return n;
+  }
+
+  // The listener's address, from its handle.
+  static sockaddr_in AddressOf(const net::Handle& h) {
+    net::tcp::WireHandle w;
+    memcpy(&w, h.bytes, sizeof(w));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = w.ip;
+    a.sin_port = w.port;
+    return a;
+  }
+
+  // A raw socket connected to the listener (no greeting yet).
+  static Fd RawConnect(const net::Handle& h) {
+    Fd fd;
+    Status s = connectTo(AddressOf(h), Clock::now() + 5s, &fd);
+    EXPECT_TRUE(s.isOk()) << s.message();
+    return fd;
+  }
+
+  net::tcp::Hello GoodHello(int rank, uint16_t socket, uint16_t nsocks) const {
+    net::tcp::Hello h{net::tcp::kHelloMagic, net::tcp::kVersion, {}, rank, socket, nsocks, 42};
+    memcpy(h.secret, secret_.data(), sizeof(h.secret));
+    return h;
+  }
+
+  static void SendBytes(int fd, const void* p, size_t n) {
+    ASSERT_TRUE(sendAll(fd, p, n, Clock::now() + 5s).isOk());
+  }
+
+  // Tests until done, an error, or the deadline.
+  static Status Drive(net::Net& n, net::Request* r, size_t* bytes, std::chrono::milliseconds limit = 5000ms) {
+    const auto deadline = Clock::now() + limit;
+    for (;;) {
+      bool done = false;
+      Status s = n.test(r, &done, bytes);
+      if (!s.isOk() || done) return s;
+      if (Clock::now() > deadline) return makeError(nodusTimeout, "test: not done in time");
+      usleep(100);
+    }
+  }
+
+  // Whether the peer closed `fd` within a second (EOF or reset).
+  static bool ClosedByPeer(int fd) {
+    const auto deadline = Clock::now() + 2s;
+    char buf[256];
+    while (Clock::now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 100) > 0) {
+        const ssize_t k = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (k == 0 || (k < 0 && errno != EAGAIN)) return true;
+      }
+    }
+    return false;
+  }
+
+  JobSecret secret_{};
+};
+
+TEST_F(TcpNetTest, DevicesComeFromTheInterfaceSpec) {
+  auto n = MakeNet(2);
+  ASSERT_TRUE(n);
+  ASSERT_GE(n->deviceCount(), 1);
+  EXPECT_EQ(n->device(0).name, "lo");
+  EXPECT_EQ(n->device(0).address, "127.0.0.1");
+  EXPECT_GT(n->device(0).speedMbps, 0);
+  setenv("NODUS_SOCKET_IFNAME", "=nosuchif0", 1);
+  std::unique_ptr<net::Net> none;
+  Status s = net::makeTcpNet(2, &none);
+  EXPECT_EQ(s.code(), nodusInvalidArgument);
+  EXPECT_NE(s.message().find("NODUS_SOCKET_IFNAME"), std::string::npos) << s.message();
+  setenv("NODUS_SOCKET_IFNAME", "^lo", 1);  // everything but loopback: maybe nothing here, never lo
+  if (net::makeTcpNet(2, &none).isOk()) {
+    for (int d = 0; d < none->deviceCount(); ++d) EXPECT_NE(none->device(d).name, "lo");
+  }
+  EXPECT_EQ(net::makeTcpNet(0, &none).code(), nodusInvalidArgument);
+  EXPECT_EQ(net::makeTcpNet(17, &none).code(), nodusInvalidArgument);
+}
+
+// The bootstrap listens where NODUS_SOCKET_IFNAME says, unless
+// NODUS_BOOTSTRAP_ADDR names an address.
+TEST_F(TcpNetTest, BootstrapAddressFollowsTheInterfaceSpec) {
+  in_addr a{};
+  ASSERT_TRUE(defaultListenAddress(&a).isOk());
+  EXPECT_EQ(ntohl(a.s_addr), INADDR_LOOPBACK);
+  setenv("NODUS_BOOTSTRAP_ADDR", "127.0.0.2", 1);
+  ASSERT_TRUE(defaultListenAddress(&a).isOk());
+  EXPECT_EQ(ntohl(a.s_addr), INADDR_LOOPBACK + 1);
+  unsetenv("NODUS_BOOTSTRAP_ADDR");
+  setenv("NODUS_SOCKET_IFNAME", "=nosuchif0", 1);
+  EXPECT_EQ(defaultListenAddress(&a).code(), nodusInvalidArgument);
+}
+
+class TcpNetRoundTrip : public TcpNetTest, public ::testing::WithParamInterface<int> {};
+
+// Messages of many sizes, around the striping threshold and the socket
+// buffer, several in flight, arrive whole and in order.
+TEST_P(TcpNetRoundTrip, EverySizeArrivesWholeAndInOrder) {
+  const int nsocks = GetParam();
+  auto n = MakeNet(nsocks);
+  net::Handle handle;
+  std::unique_ptr<net::Listener> listener;
+  ASSERT_TRUE(n->listen(0, &handle, &listener).isOk());
+  std::unique_ptr<net::SendComm> sc;
+  Status s = n->connect(0, handle, net::Identity{secret_, 7}, Clock::now() + 5s, &sc);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  std::unique_ptr<net::RecvComm> rc;
+  s = n->accept(*listener, secret_, Clock::now() + 5s, &rc);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(rc->peerRank(), 7);
+  std::unique_ptr<net::MemoryRegion> mr;
+  ASSERT_TRUE(n->regMr(nullptr, 0, &mr).isOk());
+
+  const std::vector<size_t> sizes = {0, 1, 63, 4096, 65535, 65536, 65537, 1000003, 4 << 20, 7};
+  std::vector<std::vector<uint8_t>> out, in;
+  std::vector<net::Request*> sends, recvs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    out.emplace_back(sizes[i]);
+    for (size_t k = 0; k < sizes[i]; ++k) out[i][k] = static_cast<uint8_t>(k * 31 + i);
+    in.emplace_back(sizes[i] + 100, 0xee);
+    net::Request* r = nullptr;
+    ASSERT_TRUE(n->isend(*sc, out[i].data(), sizes[i], *mr, &r).isOk());
+    sends.push_back(r);
+    ASSERT_TRUE(n->irecv(*rc, in[i].data(), in[i].size(), *mr, &r).isOk());
+    recvs.push_back(r);
+  }
+  std::vector<bool> sent(sizes.size()), got(sizes.size());
+  const auto deadline = Clock::now() + 20s;
+  size_t left = 2 * sizes.size();
+  while (left > 0 && Clock::now() < deadline) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      bool done = false;
+      size_t bytes = 0;
+      if (!sent[i]) {
+        ASSERT_TRUE(n->test(sends[i], &done, &bytes).isOk());
+        if (done) sent[i] = true, --left;
+      }
+      if (!got[i]) {
+        s = n->test(recvs[i], &done, &bytes);
+        ASSERT_TRUE(s.isOk()) << s.message();
+        if (done) {
+          got[i] = true, --left;
+          EXPECT_EQ(bytes, sizes[i]);
+          EXPECT_EQ(memcmp(in[i].data(), out[i].data(), sizes[i]), 0) << "message " << i << " of " << sizes[i] << " bytes";
+          EXPECT_EQ(in[i][sizes[i]], 0xee) << "written past the message";
+        }
+      }
+    }
+  }
+  EXPECT_EQ(left, 0u) << "messages still in flight at the deadline";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sockets, TcpNetRoundTrip, ::testing::Values(1, 2, 4),
+                         [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param) + "socks"; });
+
+// Strangers connect first: a wrong secret, garbage, a greeting cut short,
+// one that says nothing. Each is refused (closed) and the real peer, which
+// connects last, is accepted at once — the silent one does not hold it up.
+TEST_F(TcpNetTest, StrangersAreRefusedAndTheRealPeerGetsThrough) {
+  auto n = MakeNet(2);
+  net::Handle handle;
+  std::unique_ptr<net::Listener> listener;
+  ASSERT_TRUE(n->listen(0, &handle, &listener).isOk());
+  Fd wrongSecret = RawConnect(handle);
+  net::tcp::Hello bad = GoodHello(3, 0, 1);
+  bad.secret[5] ^= 1;
+  SendBytes(wrongSecret.get(), &bad, sizeof(bad));
+  Fd garbage = RawConnect(handle);
+  std::string junk(sizeof(net::tcp::Hello), 'x');
+  SendBytes(garbage.get(), junk.data(), junk.size());
+  Fd shortHello = RawConnect(handle);
+  net::tcp::Hello good = GoodHello(3, 0, 1);
+  SendBytes(shortHello.get(), &good, 10);
+  shortHello.reset();
+  Fd silent = RawConnect(handle);
+
+  std::unique_ptr<net::SendComm> sc;
+  ASSERT_TRUE(n->connect(0, handle, net::Identity{secret_, 1}, Clock::now() + 5s, &sc).isOk());
+  const auto start = Clock::now();
+  std::unique_ptr<net::RecvComm> rc;
+  Status s = n->accept(*listener, secret_, Clock::now() + 10s, &rc);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_LT(Clock::now() - start, 3s) << "a silent stranger held up the real peer";
+  EXPECT_EQ(rc->peerRank(), 1);
+  EXPECT_TRUE(ClosedByPeer(wrongSecret.get())) << "the wrong secret was not refused";
+  EXPECT_TRUE(ClosedByPeer(garbage.get())) << "garbage was not refused";
+
+  // The accepted connection works.
+  std::unique_ptr<net::MemoryRegion> mr;
+  ASSERT_TRUE(n->regMr(nullptr, 0, &mr).isOk());
+  int x = 12345, y = 0;
+  net::Request *a = nullptr, *b = nullptr;
+  ASSERT_TRUE(n->isend(*sc, &x, sizeof(x), *mr, &a).isOk());
+  ASSERT_TRUE(n->irecv(*rc, &y, sizeof(y), *mr, &b).isOk());
+  size_t bytes = 0;
+  ASSERT_TRUE(Drive(*n, a, &bytes).isOk());
+  ASSERT_TRUE(Drive(*n, b, &bytes).isOk());
+  EXPECT_EQ(y, 12345);
+}
+
+// The real peer never comes: accept gives up at its deadline.
+TEST_F(TcpNetTest, AcceptTimesOut) {
+  auto n = MakeNet(1);
+  net::Handle handle;
+  std::unique_ptr<net::Listener> listener;
+  ASSERT_TRUE(n->listen(0, &handle, &listener).isOk());
+  Fd silent = RawConnect(handle);
+  std::unique_ptr<net::RecvComm> rc;
+  const auto start = Clock::now();
+  EXPECT_EQ(n->accept(*listener, secret_, Clock::now() + 300ms, &rc).code(), nodusTimeout);
+  EXPECT_LT(Clock::now() - start, 3s);
+}
+
+struct Malformed {
+  const char* name;
+  const char* expect;  // in the error message
+};
+
+class TcpNetMalformed : public TcpNetTest, public ::testing::WithParamInterface<int> {};
+
+const Malformed& MalformedAt(int i) {
+  static const Malformed kCases[] = {
+      {"bad_magic", "bad frame"},
+      {"oversized_length", "at most 4096 fit"},
+      {"wrong_sequence", "out of sequence"},
+      {"short_read", "short read"},
+      {"closed", "closed the connection"},
+  };
+  return kCases[i];
+}
+
+// A peer that proves the secret, then sends something that is not a valid
+// frame. The receive fails with nodusRemoteError and says why, the
+// connection is closed, and later receives fail too.
+TEST_P(TcpNetMalformed, FailsTheReceiveAndClosesTheConnection) {
+  const Malformed& c = MalformedAt(GetParam());
+  auto n = MakeNet(1);
+  net::Handle handle;
+  std::unique_ptr<net::Listener> listener;
+  ASSERT_TRUE(n->listen(0, &handle, &listener).isOk());
+  Fd peer = RawConnect(handle);
+  net::tcp::Hello hello = GoodHello(2, 0, 1);
+  SendBytes(peer.get(), &hello, sizeof(hello));
+  std::unique_ptr<net::RecvComm> rc;
+  Status s = n->accept(*listener, secret_, Clock::now() + 5s, &rc);
+  ASSERT_TRUE(s.isOk()) << s.message();
+
+  std::vector<uint8_t> payload(100, 1);
+  net::tcp::FrameHeader h{net::tcp::kFrameMagic, 0, payload.size()};
+  // A valid first message, so that the failure is in the second.
+  SendBytes(peer.get(), &h, sizeof(h));
+  SendBytes(peer.get(), payload.data(), payload.size());
+  h.seq = 1;
+  const std::string name = c.name;
+  if (name == "bad_magic") h.magic = 0xdeadbeef;
+  if (name == "oversized_length") h.bytes = uint64_t{1} << 40;
+  if (name == "wrong_sequence") h.seq = 7;
+  if (name != "closed") SendBytes(peer.get(), &h, sizeof(h));
+  if (name == "short_read") SendBytes(peer.get(), payload.data(), 10);
+  if (name == "short_read" || name == "closed") shutdown(peer.get(), SHUT_WR);
+
+  std::unique_ptr<net::MemoryRegion> mr;
+  ASSERT_TRUE(n->regMr(nullptr, 0, &mr).isOk());
+  std::vector<uint8_t> buf(4096 + 64, 0xee);
+  net::Request *first = nullptr, *second = nullptr;
+  ASSERT_TRUE(n->irecv(*rc, buf.data(), 4096, *mr, &first).isOk());
+  size_t bytes = 0;
+  s = Drive(*n, first, &bytes);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(bytes, payload.size());
+  ASSERT_TRUE(n->irecv(*rc, buf.data(), 4096, *mr, &second).isOk());
+  s = Drive(*n, second, &bytes);
+  EXPECT_EQ(s.code(), nodusRemoteError) << s.message();
+  EXPECT_NE(s.message().find(c.expect), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("rank 2"), std::string::npos) << s.message();
+  EXPECT_EQ(buf[4096], 0xee) << "written past the receive";
+  if (name != "closed" && name != "short_read") {
+    EXPECT_TRUE(ClosedByPeer(peer.get())) << "the connection stays open";
+  }
+  net::Request* third = nullptr;
+  Status later = n->irecv(*rc, buf.data(), 4096, *mr, &third);
+  if (later.isOk()) later = Drive(*n, third, &bytes);
+  EXPECT_FALSE(later.isOk()) << "a receive after the failure succeeded";
+}
+
+INSTANTIATE_TEST_SUITE_P(Frames, TcpNetMalformed, ::testing::Range(0, 5),
+                         [](const ::testing::TestParamInfo<int>& info) { return std::string(MalformedAt(info.param).name); });
+
+// ---- Through a communicator ---------------------------------------------------------
+// Ranks are threads (nodusCommInitAll) with tcp forced: each rank's proxy and
+// sockets are real, only the bootstrap is in-process.
+
+struct CommsOverTcp {
+  explicit CommsOverTcp(int n) : comms(static_cast<size_t>(n), nullptr) {
+    setenv("NODUS_TRANSPORT", "tcp", 1);
+    ok = nodusCommInitAll(comms.data(), n) == nodusSuccess;
+    unsetenv("NODUS_TRANSPORT");
+  }
+  ~CommsOverTcp() {
+    for (nodusComm_t c : comms)
+      if (c) nodusCommDestroy(c);
+  }
+  // One AllReduce of `count` floats on every rank, each from its own thread.
+  std::vector<nodusResult_t> AllReduce(size_t count) {
+    std::vector<nodusResult_t> results(comms.size(), nodusSuccess);
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < comms.size(); ++r)
+      threads.emplace_back([&, r] {
+        std::vector<float> in(count, 1.0f), out(count, 0.0f);
+        results[r] = nodusAllReduce(in.data(), out.data(), count, nodusFloat32, nodusSum, comms[r]);
+        if (results[r] == nodusSuccess && count > 0 && out[count - 1] != static_cast<float>(comms.size()))
+          results[r] = nodusInternalError;
+      });
+    for (std::thread& t : threads) t.join();
+    return results;
+  }
+  std::vector<nodusComm_t> comms;
+  bool ok = false;
+};
+
+int CountEntries(const char* dir) {
+  int n = 0;
+  if (DIR* d = opendir(dir)) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+// Communicators over tcp come and go without leaving a thread (proxy) or a
+// descriptor (socket, epoll, eventfd) behind.
+TEST_F(TcpNetTest, CommunicatorsLeaveNoThreadOrDescriptorBehind) {
+  { CommsOverTcp warm(2); }  // one-time allocations (the logger, hwloc) before counting
+  const int fds = CountEntries("/proc/self/fd"), threads = CountEntries("/proc/self/task");
+  for (int round = 0; round < 3; ++round) {
+    CommsOverTcp c(3);
+    ASSERT_TRUE(c.ok) << nodusGetLastError(nullptr);
+    EXPECT_GT(CountEntries("/proc/self/task"), threads) << "no proxy threads while the communicators live";
+    for (nodusResult_t r : c.AllReduce(300007)) EXPECT_EQ(r, nodusSuccess);
+  }
+  EXPECT_EQ(CountEntries("/proc/self/fd"), fds) << "descriptors leaked";
+  EXPECT_EQ(CountEntries("/proc/self/task"), threads) << "threads leaked";
+}
+
+// An idle communicator's proxies sleep (epoll) instead of polling.
+TEST_F(TcpNetTest, IdleProxiesSleep) {
+  CommsOverTcp c(2);
+  ASSERT_TRUE(c.ok) << nodusGetLastError(nullptr);
+  for (nodusResult_t r : c.AllReduce(1000)) ASSERT_EQ(r, nodusSuccess);
+  timespec a{}, b{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+  std::this_thread::sleep_for(500ms);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+  const double cpuMs = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+  EXPECT_LT(cpuMs, 50.0) << "the process used " << cpuMs << " ms of CPU in 500 ms of idling";
+}
+
+// Garbage written into every tcp connection between two collectives: each
+// rank's next collective fails, within the timeout, with nodusRemoteError
+// (naming the bad frame, or the connection its peer closed on seeing one);
+// nothing crashes and the communicators still destroy.
+TEST_F(TcpNetTest, GarbageInjectedIntoAConnectionFailsTheNextCollective) {
+  setenv("NODUS_TIMEOUT_MS", "5000", 1);
+  CommsOverTcp c(2);
+  unsetenv("NODUS_TIMEOUT_MS");
+  ASSERT_TRUE(c.ok) << nodusGetLastError(nullptr);
+  for (nodusResult_t r : c.AllReduce(1000)) ASSERT_EQ(r, nodusSuccess);
+  // The sending ends are the process's connected IPv4 stream sockets; what
+  // is written into a receiving end goes nowhere anyone reads, harmlessly.
+  int injected = 0;
+  const uint8_t garbage[sizeof(net::tcp::FrameHeader)] = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  for (int fd = 3; fd < 1024; ++fd) {
+    sockaddr_in peer{};
+    socklen_t len = sizeof(peer);
+    int type = 0;
+    socklen_t tlen = sizeof(type);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM) continue;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 || peer.sin_family != AF_INET) continue;
+    injected += send(fd, garbage, sizeof(garbage), MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof(garbage));
+  }
+  ASSERT_GT(injected, 0) << "found no tcp connection to write into";
+  const auto start = Clock::now();
+  const std::vector<nodusResult_t> results = c.AllReduce(1000);
+  EXPECT_LT(Clock::now() - start, 5000ms) << "the failure took the whole timeout";
+  // The first rank to read garbage closes its connections, which may reach
+  // the other before (or instead of) the garbage written towards it.
+  int sawBadFrame = 0;
+  for (size_t r = 0; r < results.size(); ++r) {
+    EXPECT_EQ(results[r], nodusRemoteError) << "rank " << r;
+    const std::string why = nodusGetLastError(c.comms[r]);
+    sawBadFrame += why.find("bad frame") != std::string::npos;
+    EXPECT_TRUE(why.find("bad frame") != std::string::npos || why.find("closed the connection") != std::string::npos)
+        << "rank " << r << ": " << why;
+  }
+  EXPECT_GT(sawBadFrame, 0) << "no rank named the bad frame";
+}
+
+}  // namespace
+}  // namespace nodus
