@@ -447,18 +447,20 @@ Status Comm::enqueue(std::vector<Task> tasks) {
   return Status::ok();
 }
 
+void Comm::runFront(std::unique_lock<std::mutex>& lock) {
+  std::vector<Task> tasks = std::move(queue_.front());
+  queue_.pop_front();
+  busy_ = true;
+  lock.unlock();
+  runQueued(tasks);
+  lock.lock();
+  busy_ = false;
+  cv_.notify_all();
+}
+
 void Comm::progressUntil(const Request& r) {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!r.done.load(std::memory_order_acquire) && !busy_ && !queue_.empty()) {
-    std::vector<Task> tasks = std::move(queue_.front());
-    queue_.pop_front();
-    busy_ = true;
-    lock.unlock();
-    runQueued(tasks);
-    lock.lock();
-    busy_ = false;
-    cv_.notify_all();
-  }
+  while (!r.done.load(std::memory_order_acquire) && !busy_ && !queue_.empty()) runFront(lock);
 }
 
 void Comm::claim() {
@@ -487,14 +489,7 @@ void Comm::progressMain() {
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !busy_); });
     if (queue_.empty()) return;  // stop_ with nothing left
-    std::vector<Task> tasks = std::move(queue_.front());
-    queue_.pop_front();
-    busy_ = true;
-    lock.unlock();
-    runQueued(tasks);
-    lock.lock();
-    busy_ = false;
-    cv_.notify_all();
+    runFront(lock);
   }
 }
 

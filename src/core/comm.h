@@ -101,6 +101,10 @@ class Comm {
   Status init(InitOptions& opts);
   void progressMain();
   void runQueued(std::vector<Task>& tasks);
+  // Takes the oldest queued batch and runs it with mu_ released (`lock` holds
+  // mu_ on entry and exit); the caller checked that the queue is not empty
+  // and nothing runs.
+  void runFront(std::unique_lock<std::mutex>& lock);
 
   int rank_ = 0, nranks_ = 0;
   CommConfig cfg_;
