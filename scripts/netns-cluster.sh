@@ -55,7 +55,12 @@ cleanup() {
 trap cleanup EXIT INT TERM HUP
 
 build=$(cd "$build" && pwd)
-cc -O2 -I include examples/uid_allreduce.c -L "$build" -lnodus -Wl,-rpath,"$build" -o "$work/uid_allreduce"
+# The build's own copy (built with its flags, sanitizers included) when it has one.
+if [ -x "$build/tests/uid_allreduce" ]; then
+  cp "$build/tests/uid_allreduce" "$work/uid_allreduce"
+else
+  cc -O2 -I include examples/uid_allreduce.c -L "$build" -lnodus -Wl,-rpath,"$build" -o "$work/uid_allreduce"
+fi
 
 # unshare --uts=FILE keeps a namespace alive by bind-mounting it on FILE,
 # which must sit on a private mount.
