@@ -9,7 +9,7 @@ packages=(
   libhwloc-dev hwloc libyaml-cpp-dev graphviz
   libibverbs-dev librdmacm-dev libsimgrid-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3
+  python3 iproute2
   python3-torch libtorch-dev pybind11-dev python3-dev python3-numpy python3-pytest
 )
 
