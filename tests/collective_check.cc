@@ -1528,6 +1528,70 @@ std::string ForkedRanks::Failures() const {
   return s;
 }
 
+std::unique_ptr<ForkedRanks> RunForkedComms(int nranks, std::chrono::milliseconds limit, const ForkedSetup& setup,
+                                            const ForkedBody& body) {
+  SharedUniqueId shared;
+  auto ranks = std::make_unique<ForkedRanks>(nranks);
+  const bool started = ranks->Start([&](int rank, RankReport& report) {
+    if (setup && !setup(rank, report)) return 2;
+    nodusUniqueId id;
+    if (rank == 0 && shared.Make() != nodusSuccess) {
+      report.Fail(std::string("nodusGetUniqueId failed: ") + nodusGetLastError(nullptr));
+      return 2;
+    }
+    if (!shared.Get(&id, limit)) {
+      report.Fail("rank " + std::to_string(rank) + ": no unique id from rank 0");
+      return 2;
+    }
+    nodusComm_t comm = nullptr;
+    const nodusResult_t r = nodusCommInitRank(&comm, nranks, id, rank);
+    if (r != nodusSuccess) {
+      report.Fail("rank " + std::to_string(rank) + ": nodusCommInitRank returned " + ResultName(r) + ": " +
+                  nodusGetLastError(nullptr));
+      return 2;
+    }
+    body(comm, rank, nranks, report);
+    const nodusResult_t d = nodusCommDestroy(comm);
+    if (d != nodusSuccess) report.Fail("rank " + std::to_string(rank) + ": nodusCommDestroy returned " + ResultName(d));
+    return report.failures ? 1 : 0;
+  });
+  EXPECT_TRUE(started);
+  ranks->Wait(limit);
+  const std::string failures = ranks->Failures();
+  EXPECT_TRUE(failures.empty()) << nranks << " forked ranks:\n" << failures;
+  return ranks;
+}
+
+FailFn ReportTo(RankReport& report) {
+  return [&report](const std::string& m) {
+    if (report.failures < 20)
+      report.Fail(m);
+    else
+      ++report.failures;
+  };
+}
+
+void RunForkedMatrix(int nranks, std::chrono::milliseconds limit, const std::vector<CheckCase>& cases,
+                     const ForkedSetup& setup) {
+  ASSERT_LE(cases.size(), RankReport::kMaxHashes);
+  auto ranks = RunForkedComms(nranks, limit, setup, [&](nodusComm_t comm, int, int, RankReport& report) {
+    std::vector<uint64_t> hashes;
+    RunCasesOnRank(comm, cases, ReportTo(report), &hashes);
+    for (uint64_t h : hashes) report.AddHash(h);
+  });
+  size_t common = cases.size();
+  for (int r = 0; r < nranks; ++r) common = std::min(common, ranks->report(r).numHashes);
+  EXPECT_EQ(common, cases.size()) << "not every case ran on every rank";
+  int differing = 0;
+  for (size_t i = 0; i < common; ++i) {
+    std::vector<uint64_t> hashes;
+    for (int r = 0; r < nranks; ++r) hashes.push_back(ranks->report(r).hashes[i]);
+    const std::string differ = CompareAcrossRanks(cases[i], hashes);
+    if (!differ.empty() && ++differing <= 20) ADD_FAILURE() << differ;
+  }
+  EXPECT_EQ(differing, 0) << "cases whose output differs across ranks";
+}
+
 std::set<std::string> NodusShmEntries() {
   std::set<std::string> names;
   if (DIR* d = opendir("/dev/shm")) {

@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -348,6 +349,26 @@ class ForkedRanks {
   std::vector<bool> reaped_;
   std::vector<bool> timedOut_;
 };
+
+// ---- Communicators of forked ranks ----------------------------------------------
+
+// Runs in each child before it joins (environment, namespaces); false: the
+// child reports why and exits 2.
+using ForkedSetup = std::function<bool(int rank, RankReport& report)>;
+using ForkedBody = std::function<void(nodusComm_t comm, int rank, int nranks, RankReport& report)>;
+
+// Forks `nranks` children that get a unique id (SharedUniqueId), join with
+// nodusCommInitRank, run `body` and destroy their communicator. Waits up to
+// `limit`; a child that did not exit 0 fails the test. Returns the children
+// (reaped) for a closer look at their reports.
+std::unique_ptr<ForkedRanks> RunForkedComms(int nranks, std::chrono::milliseconds limit, const ForkedSetup& setup,
+                                            const ForkedBody& body);
+// A fail function for a forked rank: reports the first 20 failures, counts the rest.
+FailFn ReportTo(RankReport& report);
+// Runs `cases` on every forked rank; every case must run everywhere and
+// outputs that must agree are compared case by case.
+void RunForkedMatrix(int nranks, std::chrono::milliseconds limit, const std::vector<CheckCase>& cases,
+                     const ForkedSetup& setup);
 
 // ---- Shared-memory hygiene -------------------------------------------------------
 

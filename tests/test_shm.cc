@@ -26,7 +26,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-using RankBody = std::function<void(nodusComm_t comm, int rank, int nranks, RankReport& report)>;
 
 // Parent side of one multi-process run.
 class ShmTest : public ::testing::Test {
@@ -40,60 +39,20 @@ class ShmTest : public ::testing::Test {
     EXPECT_TRUE(leaks.empty()) << leaks;
   }
 
-  // Makes an id, forks `nranks` children that join with nodusCommInitRank over
-  // the shm transport and run body, then destroy their communicator. Waits up
-  // to `limit`; any child that did not exit 0 fails the test. Returns the
-  // children (reaped) for a closer look at their reports.
-  std::unique_ptr<ForkedRanks> Run(int nranks, milliseconds limit, const RankBody& body) {
-    SharedUniqueId shared;
-    auto ranks = std::make_unique<ForkedRanks>(nranks);
-    const bool started = ranks->Start([&](int rank, RankReport& report) {
-      setenv("NODUS_TRANSPORT", "shm", 1);
-      nodusUniqueId id;
-      if (rank == 0 && shared.Make() != nodusSuccess) {
-        report.Fail(std::string("nodusGetUniqueId failed: ") + nodusGetLastError(nullptr));
-        return 2;
-      }
-      if (!shared.Get(&id, limit)) {
-        report.Fail("rank " + std::to_string(rank) + ": no unique id from rank 0");
-        return 2;
-      }
-      nodusComm_t comm = nullptr;
-      const nodusResult_t r = nodusCommInitRank(&comm, nranks, id, rank);
-      if (r != nodusSuccess) {
-        report.Fail("rank " + std::to_string(rank) + ": nodusCommInitRank returned " +
-                    ResultName(r) + ": " + nodusGetLastError(nullptr));
-        return 2;
-      }
-      body(comm, rank, nranks, report);
-      const nodusResult_t d = nodusCommDestroy(comm);
-      if (d != nodusSuccess)
-        report.Fail("rank " + std::to_string(rank) + ": nodusCommDestroy returned " +
-                    ResultName(d));
-      return report.failures ? 1 : 0;
-    });
-    EXPECT_TRUE(started);
-    ranks->Wait(limit);
-    const std::string failures = ranks->Failures();
-    EXPECT_TRUE(failures.empty()) << nranks << " forked ranks:\n" << failures;
-    return ranks;
+  // Forked ranks joined over the shm transport (RunForkedComms).
+  static std::unique_ptr<ForkedRanks> Run(int nranks, milliseconds limit, const ForkedBody& body) {
+    return RunForkedComms(nranks, limit, ForceShm, body);
   }
-
-  // A fail function for scenarios: report the first few, count the rest.
-  static FailFn Reporter(RankReport& report) {
-    return [&report](const std::string& m) {
-      if (report.failures < 20)
-        report.Fail(m);
-      else
-        ++report.failures;
-    };
+  static bool ForceShm(int, RankReport&) {
+    setenv("NODUS_TRANSPORT", "shm", 1);
+    return true;
   }
 
   // Runs a scenario on every rank.
   template <typename Scenario>
   void RunScenario(int nranks, milliseconds limit, Scenario scenario) {
     Run(nranks, limit, [&](nodusComm_t comm, int rank, int n, RankReport& report) {
-      scenario(comm, rank, n, Reporter(report));
+      scenario(comm, rank, n, ReportTo(report));
     });
   }
 
@@ -133,24 +92,8 @@ TEST_P(ShmMatrix, EveryCollectiveTypeOpCountAndPlacement) {
   options.seed += 100 + static_cast<uint64_t>(n);
   if (n > 4) options.allOpsAtLargeCounts = false;
   const std::vector<CheckCase> cases = MakeMatrix(n, options);
-  ASSERT_LE(cases.size(), RankReport::kMaxHashes);
   ScopedEnv timeout("NODUS_TIMEOUT_MS", "60000");  // a deadlock: an error, not a hang
-  auto ranks = Run(n, seconds(240), [&](nodusComm_t comm, int, int, RankReport& report) {
-    std::vector<uint64_t> hashes;
-    RunCasesOnRank(comm, cases, Reporter(report), &hashes);
-    for (uint64_t h : hashes) report.AddHash(h);
-  });
-  // Outputs that must agree across ranks, compared case by case.
-  size_t common = cases.size();
-  for (int r = 0; r < n; ++r) common = std::min(common, ranks->report(r).numHashes);
-  int differing = 0;
-  for (size_t i = 0; i < common; ++i) {
-    std::vector<uint64_t> hashes;
-    for (int r = 0; r < n; ++r) hashes.push_back(ranks->report(r).hashes[i]);
-    const std::string differ = CompareAcrossRanks(cases[i], hashes);
-    if (!differ.empty() && ++differing <= 20) ADD_FAILURE() << differ;
-  }
-  EXPECT_EQ(differing, 0) << "cases whose output differs across ranks";
+  RunForkedMatrix(n, seconds(240), cases, ForceShm);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmMatrix, ::testing::Range(1, 9),
@@ -204,19 +147,8 @@ TEST_P(ShmForced, ReducedMatrix) {
   options.allOpsAtLargeCounts = false;
   options.seed += 2000 + static_cast<uint64_t>(GetParam());
   const std::vector<CheckCase> cases = MakeMatrix(n, options);
-  auto ranks = Run(n, seconds(240), [&](nodusComm_t comm, int, int, RankReport& report) {
-    std::vector<uint64_t> hashes;
-    RunCasesOnRank(comm, cases, Reporter(report), &hashes);
-    for (uint64_t h : hashes) report.AddHash(h);
-  });
-  size_t common = cases.size();
-  for (int r = 0; r < n; ++r) common = std::min(common, ranks->report(r).numHashes);
-  for (size_t i = 0; i < common; ++i) {
-    std::vector<uint64_t> hashes;
-    for (int r = 0; r < n; ++r) hashes.push_back(ranks->report(r).hashes[i]);
-    const std::string differ = CompareAcrossRanks(cases[i], hashes);
-    EXPECT_TRUE(differ.empty()) << setting.name << ": " << differ;
-  }
+  SCOPED_TRACE(setting.name);
+  RunForkedMatrix(n, seconds(240), cases, ForceShm);
 }
 
 INSTANTIATE_TEST_SUITE_P(Settings, ShmForced, ::testing::Range(0, 7),

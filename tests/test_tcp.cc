@@ -30,10 +30,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-using RankBody = std::function<void(nodusComm_t comm, int rank, int nranks, RankReport& report)>;
-// Runs in the child before it joins (environment, namespaces).
-using RankSetup = std::function<bool(int rank, RankReport& report)>;
-
 class TcpTest : public ::testing::Test {
  protected:
   void SetUp() override { before_ = NodusShmEntries(); }
@@ -46,69 +42,6 @@ class TcpTest : public ::testing::Test {
     setenv("NODUS_TRANSPORT", "tcp", 1);
     setenv("NODUS_SOCKET_IFNAME", "lo", 1);
     return true;
-  }
-
-  std::unique_ptr<ForkedRanks> Run(int nranks, milliseconds limit, const RankSetup& setup, const RankBody& body) {
-    SharedUniqueId shared;
-    auto ranks = std::make_unique<ForkedRanks>(nranks);
-    const bool started = ranks->Start([&](int rank, RankReport& report) {
-      if (!setup(rank, report)) return 2;
-      nodusUniqueId id;
-      if (rank == 0 && shared.Make() != nodusSuccess) {
-        report.Fail(std::string("nodusGetUniqueId failed: ") + nodusGetLastError(nullptr));
-        return 2;
-      }
-      if (!shared.Get(&id, limit)) {
-        report.Fail("rank " + std::to_string(rank) + ": no unique id from rank 0");
-        return 2;
-      }
-      nodusComm_t comm = nullptr;
-      const nodusResult_t r = nodusCommInitRank(&comm, nranks, id, rank);
-      if (r != nodusSuccess) {
-        report.Fail("rank " + std::to_string(rank) + ": nodusCommInitRank returned " + ResultName(r) + ": " +
-                    nodusGetLastError(nullptr));
-        return 2;
-      }
-      body(comm, rank, nranks, report);
-      const nodusResult_t d = nodusCommDestroy(comm);
-      if (d != nodusSuccess) report.Fail("rank " + std::to_string(rank) + ": nodusCommDestroy returned " + ResultName(d));
-      return report.failures ? 1 : 0;
-    });
-    EXPECT_TRUE(started);
-    ranks->Wait(limit);
-    const std::string failures = ranks->Failures();
-    EXPECT_TRUE(failures.empty()) << nranks << " forked ranks:\n" << failures;
-    return ranks;
-  }
-
-  static FailFn Reporter(RankReport& report) {
-    return [&report](const std::string& m) {
-      if (report.failures < 20)
-        report.Fail(m);
-      else
-        ++report.failures;
-    };
-  }
-
-  // Runs `cases` on every rank and compares outputs across ranks.
-  void RunMatrix(int n, const std::vector<CheckCase>& cases, const RankSetup& setup) {
-    ASSERT_LE(cases.size(), RankReport::kMaxHashes);
-    auto ranks = Run(n, seconds(240), setup, [&](nodusComm_t comm, int, int, RankReport& report) {
-      std::vector<uint64_t> hashes;
-      RunCasesOnRank(comm, cases, Reporter(report), &hashes);
-      for (uint64_t h : hashes) report.AddHash(h);
-    });
-    size_t common = cases.size();
-    for (int r = 0; r < n; ++r) common = std::min(common, ranks->report(r).numHashes);
-    EXPECT_EQ(common, cases.size()) << "not every case ran on every rank";
-    int differing = 0;
-    for (size_t i = 0; i < common; ++i) {
-      std::vector<uint64_t> hashes;
-      for (int r = 0; r < n; ++r) hashes.push_back(ranks->report(r).hashes[i]);
-      const std::string differ = CompareAcrossRanks(cases[i], hashes);
-      if (!differ.empty() && ++differing <= 20) ADD_FAILURE() << differ;
-    }
-    EXPECT_EQ(differing, 0) << "cases whose output differs across ranks";
   }
 
  private:
@@ -126,7 +59,7 @@ TEST_P(TcpMatrix, EveryCollectiveTypeOpCountAndPlacement) {
   MatrixOptions options;
   options.seed += 300 + static_cast<uint64_t>(n);
   ScopedEnv timeout("NODUS_TIMEOUT_MS", "60000");  // a deadlock: an error, not a hang
-  RunMatrix(n, MakeMatrix(n, options), ForceTcpOverLoopback);
+  RunForkedMatrix(n, seconds(240), MakeMatrix(n, options), ForceTcpOverLoopback);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, TcpMatrix, ::testing::Values(2, 3),
@@ -162,7 +95,7 @@ TEST_P(TcpForced, ReducedMatrix) {
   options.seed += 4000 + static_cast<uint64_t>(GetParam());
   if (std::string(setting.name) == "ring_nsocks3")
     options.colls = {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter};
-  RunMatrix(3, MakeMatrix(3, options), ForceTcpOverLoopback);
+  RunForkedMatrix(3, seconds(240), MakeMatrix(3, options), ForceTcpOverLoopback);
 }
 
 INSTANTIATE_TEST_SUITE_P(Settings, TcpForced, ::testing::Range(0, 3),
@@ -203,7 +136,7 @@ TEST_F(TcpTest, ShmAndTcpInOneCommunicator) {
   options.allOpsAtLargeCounts = false;
   options.seed += 5000;
   ScopedEnv timeout("NODUS_TIMEOUT_MS", "30000");
-  RunMatrix(4, MakeMatrix(4, options), [&](int rank, RankReport& report) {
+  RunForkedMatrix(4, seconds(240), MakeMatrix(4, options), [&](int rank, RankReport& report) {
     const char* host = rank < 2 ? "nodus-host-a" : "nodus-host-b";
     if (unshare(CLONE_NEWUTS) != 0 || sethostname(host, strlen(host)) != 0) {
       report.Fail("cannot enter a UTS namespace");
