@@ -1120,21 +1120,25 @@ void BackgroundProgressScenario(nodusComm_t comm, int rank, int nranks, Coll col
     nodusCommAbort(comm);
     return;
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // "other work"
+  // "Other work", then a look. nodusTest only reads the request's state, and
+  // a handful of looks cannot drive the many pipelined steps of this
+  // collective, so completion proves background progress. The looks back off
+  // (50 ms, then 1, 2, 4, 8, 16 s) because two loaded cores running
+  // sanitizer builds of several ranks may take seconds to get there.
   int d = 0;
-  nodusResult_t t = nodusTest(request, &d);
-  if (!d) {
-    // A loaded machine (two cores shared by many ranks and other jobs) may not
-    // have run the progress threads yet: one more chance, still without
-    // polling in between.
-    std::fprintf(stderr, "note: %s, %snot complete 50 ms after issue; checking again in 1 s\n",
-                 Describe(c).c_str(), RankText(rank, nranks).c_str());
-    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  nodusResult_t t = nodusSuccess;
+  int waitedMs = 0;
+  for (int delayMs = 50; delayMs <= 16000; delayMs = delayMs == 50 ? 1000 : delayMs * 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
+    waitedMs += delayMs;
     t = nodusTest(request, &d);
+    if (d) break;
+    std::fprintf(stderr, "note: %s, %snot complete %d ms after issue; looking again later\n",
+                 Describe(c).c_str(), RankText(rank, nranks).c_str(), waitedMs);
   }
   if (!d) {
-    fail(Describe(c) + ", " + RankText(rank, nranks) +
-         "not complete 1 s after issue without polling (no background progress)");
+    fail(Describe(c) + ", " + RankText(rank, nranks) + "not complete " + std::to_string(waitedMs) +
+         " ms after issue without polling (no background progress)");
     t = nodusWait(request);
   }
   const CheckOutcome o = check.Verify(t);

@@ -234,8 +234,9 @@ void IssueOrderScenario(nodusComm_t comm, int rank, int nranks, const FailFn& fa
 void WaitLastScenario(nodusComm_t comm, int rank, int nranks, const FailFn& fail);
 // Issue a non-blocking `coll` of 4 MiB, sleep 50 ms without calling nodus,
 // then nodusTest must report it done: requests progress without polling. (A
-// miss at 50 ms gets a second look after another second without polling, so
-// that a loaded machine does not fail the test; the miss is noted on stderr.)
+// miss gets a few more looks, backing off to 31 s in all, still without
+// polling in between, so that a loaded machine does not fail the test; each
+// miss is noted on stderr.)
 void BackgroundProgressScenario(nodusComm_t comm, int rank, int nranks, Coll coll,
                                 const FailFn& fail);
 // Nobody leaves an Ibarrier before everybody entered it (`arrived`: a counter

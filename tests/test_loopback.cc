@@ -354,7 +354,7 @@ TEST(Loopback, WaitingForTheLastRequestCompletesEarlierOnes) {
 }
 
 TEST(Loopback, NonBlockingProgressesWithoutPolling) {
-  Watchdog watchdog("background progress", seconds(60));
+  Watchdog watchdog("background progress", seconds(400));
   for (int n : {2, 4}) {
     for (Coll coll : {Coll::kAllReduce, Coll::kAllGather, Coll::kBroadcast}) {
       SCOPED_TRACE(CollName(coll));
