@@ -5,6 +5,7 @@
 // line in algorithms/registry.cc.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <span>
 
@@ -37,6 +38,10 @@ struct CostModel {
   double gammaUsPerByte = 1.0 / 16000.0;  // per byte reduced
   double intraAlphaUs = 0.5, intraBetaUsPerByte = 1.0 / 8000.0;  // ranks of one host (shm)
   double interAlphaUs = 1.0, interBetaUsPerByte = 1.0 / 25000.0;  // a fabric link
+  // A local pass over each byte an unfused step sends (it reads back what a
+  // finished phase wrote instead of forwarding a slice as it arrives): memory
+  // traffic, not network, so nodus-sim leaves it out of its comparisons.
+  double passUsPerByte = 0;
   // How many flows share a leaf's uplinks when every host of a leaf sends
   // off-leaf at once (fat-tree oversubscription; 1 elsewhere).
   double uplinkSharing = 1.0;
@@ -47,6 +52,32 @@ struct CostModel {
   double alphaBetween(int a, int b) const;
   // Per-byte cost of the link from rank a to rank b (intra- or inter-host).
   double betaBetween(int a, int b) const;
+  // Per-byte cost of rank's transfer to partnerOf(rank) when every rank of
+  // its host makes the same kind of transfer at once (a halving-doubling
+  // exchange, a Bruck step): those that leave the host share its fabric
+  // link, those that leave a leaf share its oversubscribed uplinks, and on a
+  // multi-rank host every byte also goes through the rank's shared-memory
+  // copies. partnerOf returns -1 for a rank that sits the step out.
+  template <typename PartnerOf>
+  double concurrentBeta(int rank, PartnerOf partnerOf) const {
+    if (topo == nullptr) return betaUsPerByte;
+    const int partner = partnerOf(rank);
+    if (partner < 0 || partner == rank) return betaUsPerByte;
+    const int host = topo->hostOf[static_cast<size_t>(rank)];
+    if (topo->hostOf[static_cast<size_t>(partner)] == host) return intraBetaUsPerByte;
+    int leaving = 0;
+    bool offLeaf = false;
+    for (int q : topo->ranksOf[static_cast<size_t>(host)]) {
+      const int p = partnerOf(q);
+      if (p < 0 || topo->hostOf[static_cast<size_t>(p)] == host) continue;
+      ++leaving;
+      offLeaf = offLeaf || crossesLeaf(q, p);
+    }
+    const double shared = interBetaUsPerByte * std::max(leaving, 1) * (offLeaf ? uplinkSharing : 1.0);
+    return topo->ranksOf[static_cast<size_t>(host)].size() > 1 ? std::max(shared, intraBetaUsPerByte) : shared;
+  }
+  // Ranks a and b sit under different fat-tree leaf switches.
+  bool crossesLeaf(int a, int b) const;
   // The model for a communicator: measured intra-host constants, the fabric's links.
   static CostModel of(const PlanContext& ctx);
 };

@@ -104,23 +104,31 @@ void buildDimensionWise(const PlanKey& k, const std::vector<DimensionRing>& ring
 }
 
 double dimensionWiseCost(double bytes, const std::vector<int>& sizes, const std::vector<Stream>& streams,
-                         const std::vector<DimCost>& links, double gammaUsPerByte, uint64_t sliceBytes) {
+                         const std::vector<DimCost>& links, double gammaUsPerByte, uint64_t sliceBytes,
+                         double portBetaUsPerByte) {
   if (streams.empty()) return 0;
   const size_t stages = streams[0].dims.size();
   std::vector<double> len(streams.size(), bytes / static_cast<double>(streams.size()));
   double total = 0, reduced = 0;
+  // Busy time of each port during one stage: dimension d's forward links at
+  // 2d, its backward links at 2d+1 (the same port unless directional).
+  std::vector<double> busy(2 * links.size());
   for (size_t t = 0; t < stages; ++t) {
-    double stage = 0;
+    std::fill(busy.begin(), busy.end(), 0.0);
+    double chain = 0, port = 0;
     for (size_t j = 0; j < streams.size(); ++j) {
-      const int d = streams[j].dims[t];
-      const double q = sizes[static_cast<size_t>(d)];
+      const auto d = static_cast<size_t>(streams[j].dims[t]);
+      const double q = sizes[d];
       const double moved = (q - 1) / q * len[j];
-      const double rounds = sliceRounds(len[j] / q, sliceBytes);
-      stage = std::max(stage, rounds * (q - 1) * links[static_cast<size_t>(d)].alphaUs +
-                                  moved * links[static_cast<size_t>(d)].betaUsPerByte);
+      // Every slice round pays the ring's latency chain (the executor runs
+      // slice-major); the streams' chains run side by side.
+      chain = std::max(chain, sliceRounds(len[j] / q, sliceBytes) * (q - 1) * links[d].alphaUs);
+      busy[2 * d + (links[d].directional && streams[j].backward ? 1 : 0)] += moved * links[d].betaUsPerByte;
+      port += moved * portBetaUsPerByte;
       reduced += moved;
       len[j] /= q;
     }
+    const double stage = chain + std::max(port, *std::max_element(busy.begin(), busy.end()));
     total += 2 * stage;  // the all-gather retraces the reduce-scatter
   }
   return total + reduced * gammaUsPerByte;

@@ -29,13 +29,24 @@ struct Stream {
 void buildDimensionWise(const PlanKey& k, const std::vector<DimensionRing>& rings, const std::vector<Stream>& streams,
                         PlanBuilder& b);
 
-// Predicted time: per stage the slowest stream; `link(dim)` gives the alpha
-// (us) and beta (us per byte) of a dimension's links.
+// Predicted time, stage by stage. `links[d]` prices dimension d's links:
+// alpha (us) and beta (us per byte, already multiplied by the number of
+// rings that share one physical link, e.g. the ranks of a host on its NIC).
+// `directional`: a ring's two directions run on different links (a torus
+// axis), so streams walking it in opposite directions never meet; otherwise
+// every stream on the dimension at one stage goes through one port (a rank's
+// shared-memory copies, a host's single fabric link) and their bytes add up.
 struct DimCost {
   double alphaUs, betaUsPerByte;
+  bool directional = true;
 };
 // Each stage pays its rings' latency chain once per slice round (sliceRounds).
+// portBetaUsPerByte, when not 0, is the rank's own port that every byte it
+// sends crosses whatever the dimension (a rank of a multi-rank host copies
+// each outgoing byte through shared memory or a staging ring): a stage takes
+// at least its streams' bytes at that rate.
 double dimensionWiseCost(double bytes, const std::vector<int>& sizes, const std::vector<Stream>& streams,
-                         const std::vector<DimCost>& links, double gammaUsPerByte, uint64_t sliceBytes);
+                         const std::vector<DimCost>& links, double gammaUsPerByte, uint64_t sliceBytes,
+                         double portBetaUsPerByte = 0);
 
 }  // namespace nodus

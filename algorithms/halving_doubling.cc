@@ -9,6 +9,8 @@
 // one first and gets the result back at the end, so p' "virtual" ranks do the
 // power-of-two exchange. Each exchange needs the whole range the one before
 // wrote, so every exchange is a phase of its own (pipelined within itself).
+// AllReduce halves with its nearest partner first (Order), so the biggest
+// exchanges stay inside a host or a leaf.
 #include "algorithms/halving_doubling.h"
 
 #include <bit>
@@ -44,23 +46,45 @@ struct Segments {
   uint64_t len(int v0, int v1) const { return start(v1) - start(v0); }
 };
 
+// The order of the exchanges. Step s (0 .. log2(pp)-1) of the halving
+// splits the rank's range of segments in two halves of half(s) segments and
+// trades one of them with the virtual rank that differs in bit(s).
+// Near first (AllReduce): bit 0 first, so the largest half goes to the
+// nearest partner (ranks of one host or leaf are numbered together) and the
+// farthest exchange moves the least; a rank ends with segment bitreverse(v),
+// which the doubling retraces. Far first (ReduceScatter): the top bit first,
+// so that rank v ends with segment v, its own block.
+struct Order {
+  int pp;
+  bool nearFirst;
+  int bit(int s) const { return nearFirst ? 1 << s : pp >> (s + 1); }
+  int half(int s) const { return pp >> (s + 1); }
+  int steps() const { return std::countr_zero(static_cast<unsigned>(pp)); }
+  // The first segment of virtual rank v's range before step s.
+  int base(int v, int s) const {
+    int b = 0;
+    for (int i = 0; i < s; ++i)
+      if (v & bit(i)) b += half(i);
+    return b;
+  }
+};
+
 // Recursive halving among virtual ranks. Reads `src` (the input, or the
-// folded partial) and accumulates into `acc`. Returns the virtual range this
-// rank ends with (one rank: its own segment). The last exchange is cut at
+// folded partial) and accumulates into `acc`. The last exchange is cut at
 // real-rank blocks for ReduceScatter so each block can land where it belongs.
-void halve(PlanBuilder& b, const Fold& f, const Segments& seg, int v, Buf src, Buf acc, Buf last,
+void halve(PlanBuilder& b, const Fold& f, const Order& o, const Segments& seg, int v, Buf src, Buf acc, Buf last,
            const PlanKey& k) {
-  int base = 0;
-  for (int m = f.pp / 2; m >= 1; m /= 2) {
+  for (int s = 0; s < o.steps(); ++s) {
     b.phase();
-    const int lo = (v & m) ? base + m : base;  // the half this rank keeps
-    const int other = (v & m) ? base : base + m;
+    const int m = o.bit(s), h = o.half(s), base = o.base(v, s);
+    const int lo = (v & m) ? base + h : base;  // the half this rank keeps
+    const int other = (v & m) ? base : base + h;
     const int partner = f.real(v ^ m);
-    const Buf from = (m == f.pp / 2) ? src : acc;
-    if (m > 1 || !seg.perRealRank) {
-      b.send(partner, {from, seg.start(other)}, seg.len(other, other + m));
-      const Buf to = m == 1 ? last : acc;
-      b.recvReduceCopy(partner, {from, seg.start(lo)}, {to, seg.start(lo)}, seg.len(lo, lo + m), m == 1);
+    const Buf from = s == 0 ? src : acc;
+    const bool final = h == 1;
+    if (!final || !seg.perRealRank) {
+      b.send(partner, {from, seg.start(other)}, seg.len(other, other + h));
+      b.recvReduceCopy(partner, {from, seg.start(lo)}, {final ? last : acc, seg.start(lo)}, seg.len(lo, lo + h), final);
     } else {
       // Last exchange of a ReduceScatter: one message per real rank's block.
       const uint64_t n = seg.n;
@@ -72,12 +96,12 @@ void halve(PlanBuilder& b, const Fold& f, const Segments& seg, int v, Buf src, B
         b.recvReduceCopy(partner, {from, static_cast<uint64_t>(q) * n}, dst, n, true);
       }
     }
-    base = lo;
   }
 }
 
 void allReduce(const PlanKey& k, PlanBuilder& b) {
   const Fold f(k.nranks);
+  const Order o{f.pp, /*nearFirst=*/true};
   const uint64_t n = k.count;
   const int v = f.virt(k.rank);
   const Segments seg{f, n, false};
@@ -90,16 +114,17 @@ void allReduce(const PlanKey& k, PlanBuilder& b) {
   }
   const bool folded = k.rank < 2 * f.r;
   if (folded) b.recvReduceCopy(k.rank - 1, {Buf::Send, 0}, all, n);
-  halve(b, f, seg, v, folded ? Buf::Recv : Buf::Send, Buf::Recv, Buf::Recv, k);
-  // Recursive doubling of the finished segments.
-  for (int m = 1; m < f.pp; m *= 2) {
+  halve(b, f, o, seg, v, folded ? Buf::Recv : Buf::Send, Buf::Recv, Buf::Recv, k);
+  // Recursive doubling of the finished segments: the halving's steps in
+  // reverse, each trading the range this rank holds for its partner's.
+  for (int s = o.steps(); s-- > 0;) {
     b.phase();
-    const int base = v & ~(2 * m - 1);
-    const int mine = (v & m) ? base + m : base;
-    const int theirs = (v & m) ? base : base + m;
+    const int m = o.bit(s), h = o.half(s), base = o.base(v, s);
+    const int mine = (v & m) ? base + h : base;
+    const int theirs = (v & m) ? base : base + h;
     const int partner = f.real(v ^ m);
-    b.send(partner, {Buf::Recv, seg.start(mine)}, seg.len(mine, mine + m));
-    b.recv(partner, {Buf::Recv, seg.start(theirs)}, seg.len(theirs, theirs + m));
+    b.send(partner, {Buf::Recv, seg.start(mine)}, seg.len(mine, mine + h));
+    b.recv(partner, {Buf::Recv, seg.start(theirs)}, seg.len(theirs, theirs + h));
   }
   if (folded) {
     b.phase();
@@ -122,7 +147,8 @@ void reduceScatter(const PlanKey& k, Plan& plan, PlanBuilder& b) {
   }
   const bool folded = k.rank < 2 * f.r;
   if (folded) b.recvReduceCopy(k.rank - 1, {Buf::Send, 0}, {Buf::Scratch, 0}, total);
-  halve(b, f, seg, v, folded ? Buf::Scratch : Buf::Send, Buf::Scratch, Buf::Scratch, k);
+  halve(b, f, Order{f.pp, /*nearFirst=*/false}, seg, v, folded ? Buf::Scratch : Buf::Send, Buf::Scratch,
+        Buf::Scratch, k);
   if (folded) {
     b.phase();
     b.send(k.rank - 1, {Buf::Scratch, static_cast<uint64_t>(k.rank - 1) * n}, n);
@@ -177,32 +203,49 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double fold = f.r > 0 ? 1.0 : 0.0;
   // Unlike a ring, a send is not fused with the reduction before it and a
   // phase waits for the whole previous one: each byte sent costs a second
-  // pass. Far partners cross a fat-tree's shared uplinks all at once.
-  const double beta = 1.5 * m.betaUsPerByte * m.uplinkSharing;
-  // Latencies of virtual rank 0's exchanges (one per distance; the one at
-  // distance mask moves data/(2 mask) and pays its latency once per slice
-  // round, sliceRounds), and the fold, which moves everything.
-  auto exchanges = [&](double data) {
+  // pass (CostModel::passUsPerByte). Every rank exchanges at once, so an
+  // exchange that leaves the host shares its fabric link and, off the leaf,
+  // the leaf's uplinks (CostModel::concurrentBeta).
+  auto exchangeBeta = [&](int mask) {
+    return m.passUsPerByte + m.concurrentBeta(f.real(0), [&](int q) {
+      const int v = f.virt(q);
+      return v < 0 ? -1 : f.real(v ^ mask);
+    });
+  };
+  // Virtual rank 0's exchanges, one per step: each pays its latency once per
+  // slice round (sliceRounds). AllReduce trades data/2 with the partner at
+  // distance 1 first (Order, near first), ReduceScatter with the farthest.
+  auto exchanges = [&](double data, bool nearFirst) {
+    const Order o{f.pp, nearFirst};
     double us = 0;
-    for (int mask = 1; mask < f.pp; mask *= 2)
-      us += sliceRounds(data / (2.0 * mask), ctx.sliceBytes) * m.alphaBetween(f.real(0), f.real(mask));
+    for (int s = 0; s < o.steps(); ++s) {
+      const int mask = o.bit(s);
+      const double moved = data * o.half(s) / f.pp;
+      us += sliceRounds(moved, ctx.sliceBytes) * m.alphaBetween(f.real(0), f.real(mask)) + moved * exchangeBeta(mask);
+    }
     return us;
   };
-  auto folding = [&](double data) { return f.r > 0 ? sliceRounds(data, ctx.sliceBytes) * m.alphaBetween(0, 1) : 0.0; };
+  const double foldBeta = m.passUsPerByte + m.concurrentBeta(0, [&](int q) { return q < 2 * f.r ? q ^ 1 : -1; });
+  auto folding = [&](double data) {
+    return f.r > 0 ? sliceRounds(data, ctx.sliceBytes) * m.alphaBetween(0, 1) + data * foldBeta : 0.0;
+  };
   switch (k.coll) {
     case Collective::AllReduce:
-      return 2 * (exchanges(bytes) + folding(bytes)) + (2 * frac + 2 * fold) * bytes * beta +
-             (frac + fold) * bytes * m.gammaUsPerByte;
+      return 2 * (exchanges(bytes, true) + folding(bytes)) + (frac + fold) * bytes * m.gammaUsPerByte;
     case Collective::ReduceScatter: {
       const double total = bytes * k.nranks;
-      return exchanges(total) + 2 * folding(total) + (frac + fold) * total * beta + (frac + fold) * total * m.gammaUsPerByte;
+      // The fold sends the whole vector in and the folded rank's block back.
+      return exchanges(total, false) + folding(total) + folding(bytes) + (frac + fold) * total * m.gammaUsPerByte;
     }
-    default:
-    {
+    default: {
+      // Bruck: step d sends min(d, p - d) blocks to rank - d.
       double bruck = 0;
-      for (int d = 1; d < k.nranks; d *= 2)
-        bruck += sliceRounds(std::min(d, k.nranks - d) * bytes, ctx.sliceBytes) * m.alphaBetween(0, d);
-      return bruck + (k.nranks - 1.0) * bytes * beta;
+      for (int d = 1; d < k.nranks; d *= 2) {
+        const double moved = std::min(d, k.nranks - d) * bytes;
+        const double beta = m.passUsPerByte + m.concurrentBeta(0, [&](int q) { return (q + k.nranks - d) % k.nranks; });
+        bruck += sliceRounds(moved, ctx.sliceBytes) * m.alphaBetween(0, d) + moved * beta;
+      }
+      return bruck;
     }
   }
 }

@@ -67,19 +67,27 @@ Status build(const PlanKey& k, const PlanContext& ctx, Plan& plan) {
 double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   TorusLayout t;
   if (!layout(k, ctx, &t)) return 1e30;
+  // A host's ranks all cross its torus links: an axis's rings of the ranks
+  // with the same place inside the host run over the same wires.
+  double local = 1;
+  for (size_t d = 0; d < t.grid.dims.size(); ++d)
+    if (t.grid.intraHost[d]) local *= t.grid.dims[d];
   std::vector<DimCost> links;
   for (size_t d = 0; d < t.grid.dims.size(); ++d) {
     if (t.grid.intraHost[d]) {
-      links.push_back({m.intraAlphaUs, m.intraBetaUsPerByte});
+      // Shared memory: a rank's copies in both directions compete.
+      links.push_back({m.intraAlphaUs, m.intraBetaUsPerByte, /*directional=*/false});
     } else {
       // Without wrap-around a ring's closing hop runs back along the line:
       // every link then carries two of the ring's flows.
       const double share = t.grid.wrap[d] || t.grid.dims[d] <= 2 ? 1.0 : 2.0;
-      links.push_back({m.interAlphaUs, m.interBetaUsPerByte * share});
+      links.push_back({m.interAlphaUs, m.interBetaUsPerByte * share * local, /*directional=*/true});
     }
   }
+  // Several ranks per host: each rank's every byte, on a host axis too,
+  // goes through its shared-memory copies first.
   return dimensionWiseCost(static_cast<double>(k.count) * k.typeSize, t.grid.dims, t.streams, links, m.gammaUsPerByte,
-                           ctx.sliceBytes);
+                           ctx.sliceBytes, local > 1 ? m.intraBetaUsPerByte : 0.0);
 }
 
 }  // namespace

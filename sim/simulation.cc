@@ -181,6 +181,8 @@ SimOutcome runChild(const SimSpec& spec) {
 
   // The tuner's view: as chooseAlgorithm prices it, and without reductions.
   CostModel model = CostModel::of(ctx);
+  // Local memory passes are not simulated: compare like with like.
+  model.passUsPerByte = 0;
   for (const Estimate& e : choice.estimates)
     if (e.algo == algo) out.tunerFullUs = e.us;
   double gamma = 0;

@@ -190,6 +190,32 @@ TEST(SimFormula, TreeAsBuiltMatchesTheTunerAndFourLanesWouldPipeline) {
   EXPECT_GT(asIs.simUs, 3 * lanes.simUs);
 }
 
+TEST(SimFormula, MultiRankHostsMatchTheTuner) {
+  // 8 hosts x 4 ranks, bandwidth-bound (8 MiB): every rank's bytes go
+  // through its own shared-memory port, and ranks that leave the host share
+  // its one fabric link. The tuner prices both (CostModel::concurrentBeta,
+  // the dimension-wise port); halving-doubling trades its biggest halves with
+  // the nearest partners, so the fabric link carries only the small ones.
+  for (const char* algo : {"halving-doubling", "hierarchical", "ring"}) {
+    SimSpec s = baseSpec(fatTree("4x2"));
+    s.hosts = 8;
+    s.ranksPerHost = 4;
+    s.bytes = 8 << 20;
+    s.algo = algo;
+    const SimOutcome o = simulate(s);
+    ASSERT_TRUE(o.ok) << algo << ": " << o.error;
+    expectNear(o.simUs, o.tunerNetUs, 0.15, std::string(algo) + " on 8 hosts x 4 ranks");
+  }
+  // A torus of 2-rank hosts: the host axis' rings share the rank's port too.
+  SimSpec t = baseSpec(torus("2x2x2"));
+  t.ranksPerHost = 2;
+  t.bytes = 8 << 20;
+  t.algo = "torus";
+  const SimOutcome o = simulate(t);
+  ASSERT_TRUE(o.ok) << o.error;
+  expectNear(o.simUs, o.tunerNetUs, 0.15, "torus 2x2x2 x 2 ranks");
+}
+
 // ---- Contention -----------------------------------------------------------------
 
 TEST(SimContention, TwoFlowsOnOneLinkTakeTwiceAsLong) {

@@ -18,6 +18,9 @@ CostModel CostModel::of(const PlanContext& ctx) {
   m.intraAlphaUs = 0.6;
   m.intraBetaUsPerByte = 1.0 / 10000.0;
   m.gammaUsPerByte = 1.0 / 12000.0;
+  // Halving-doubling against the ring on one host: its sends cost 1.5x a
+  // fused ring step's bytes.
+  m.passUsPerByte = 0.5 * m.intraBetaUsPerByte;
   m.alphaUs = m.intraAlphaUs;
   m.betaUsPerByte = m.intraBetaUsPerByte;
   const Topology* t = ctx.topo;
@@ -56,6 +59,13 @@ double CostModel::alphaBetween(int a, int b) const {
 double CostModel::betaBetween(int a, int b) const {
   if (topo == nullptr || a == b) return betaUsPerByte;
   return topo->hops(a, b) == 0 ? intraBetaUsPerByte : interBetaUsPerByte;
+}
+
+bool CostModel::crossesLeaf(int a, int b) const {
+  if (topo == nullptr || topo->fabric.kind != FabricKind::FatTree) return false;
+  const auto& ca = topo->coords[static_cast<size_t>(topo->hostOf[static_cast<size_t>(a)])];
+  const auto& cb = topo->coords[static_cast<size_t>(topo->hostOf[static_cast<size_t>(b)])];
+  return ca[0] != cb[0];
 }
 
 namespace {
