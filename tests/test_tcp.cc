@@ -162,6 +162,49 @@ TEST_F(TcpTest, ShmAndTcpInOneCommunicator) {
   rmdir(dir);
 }
 
+// Two ranks on two "machines" (UTS namespaces) with nothing forced: verbs
+// comes first in the table for other hosts, but this host has no RDMA device
+// (or no libibverbs), so each rank says so in one INFO line and tcp carries
+// the pair. Skipped where a device is up (verbs would then be right).
+TEST_F(TcpTest, VerbsWithoutDeviceFallsBackToTcp) {
+  if (!CanMakeUtsNamespace()) GTEST_SKIP() << "cannot make a UTS namespace here (needs CAP_SYS_ADMIN)";
+  if (access("/sys/class/infiniband", F_OK) == 0) GTEST_SKIP() << "this host has RDMA devices";
+  char dir[] = "/tmp/nodus-noverbs-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string logs = dir;
+  MatrixOptions options;
+  options.types = {nodusFloat32};
+  options.counts = {1, 4099, 300007};
+  options.allOpsAtLargeCounts = false;
+  options.seed += 6000;
+  ScopedEnv timeout("NODUS_TIMEOUT_MS", "30000");
+  RunForkedMatrix(2, seconds(240), MakeMatrix(2, options), [&](int rank, RankReport& report) {
+    const char* host = rank == 0 ? "nodus-host-a" : "nodus-host-b";
+    if (unshare(CLONE_NEWUTS) != 0 || sethostname(host, strlen(host)) != 0) {
+      report.Fail("cannot enter a UTS namespace");
+      return false;
+    }
+    unsetenv("NODUS_TRANSPORT");
+    setenv("NODUS_SOCKET_IFNAME", "lo", 1);
+    setenv("NODUS_DEBUG", "INFO", 1);
+    setenv("NODUS_DEBUG_FILE", (logs + "/rank" + std::to_string(rank) + ".log").c_str(), 1);
+    return true;
+  });
+  for (int r = 0; r < 2; ++r) {
+    const std::string text = ReadFile(logs + "/rank" + std::to_string(r) + ".log");
+    EXPECT_NE(text.find("transports tcp(1)"), std::string::npos) << "rank " << r << ":\n" << text.substr(0, 2000);
+    const size_t said = text.find("verbs: not used for rank");
+    EXPECT_NE(said, std::string::npos) << "rank " << r << " did not log the fallback:\n" << text.substr(0, 2000);
+    EXPECT_EQ(text.find("verbs: not used", said + 1), std::string::npos) << "more than one fallback line:\n" << text;
+  }
+  if (HasFailure()) {
+    std::fprintf(stderr, "logs of the ranks kept in %s\n", dir);
+    return;
+  }
+  for (int r = 0; r < 2; ++r) std::remove((logs + "/rank" + std::to_string(r) + ".log").c_str());
+  rmdir(dir);
+}
+
 // ---- Failures ----------------------------------------------------------------------
 
 // Different NODUS_TRANSPORT on different ranks is refused at init, on every rank.

@@ -3,6 +3,7 @@
 
 #include "transports/loopback/loopback_transport.h"
 #include "transports/net/net_transport.h"
+#include "transports/net/verbs/verbs_net.h"
 #include "transports/shm/shm_transport.h"
 
 namespace nodus {
@@ -10,6 +11,7 @@ namespace {
 const TransportEntry kTable[] = {
     {"loopback", [](const PeerPlacement& w) { return w.sameProcess; }, makeLoopbackTransport},
     {"shm", [](const PeerPlacement& w) { return w.sameHost; }, makeShmTransport},
+    {"verbs", [](const PeerPlacement& w) { return !w.sameHost; }, makeVerbsTransport, /*ownThread=*/true, net::verbsUsable},
     {"tcp", [](const PeerPlacement&) { return true; }, makeTcpTransport, /*ownThread=*/true},
 };
 }  // namespace

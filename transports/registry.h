@@ -23,6 +23,10 @@ struct TransportEntry {
   // It runs a thread of its own per communicator (the net proxy), which
   // needs a core as much as the rank's executor does.
   bool ownThread = false;
+  // Whether this host can run it at all (verbs: an RDMA device is up), or
+  // null when it always can; *why says why not. A local fact: the
+  // communicator uses the transport for a pair only when both ranks can.
+  bool (*usable)(std::string* why) = nullptr;
 };
 
 std::span<const TransportEntry> transportTable();

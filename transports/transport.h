@@ -20,6 +20,7 @@
 namespace nodus {
 
 class Bootstrap;
+struct NodeInfo;
 
 class SendConnection {
  public:
@@ -59,6 +60,10 @@ struct ConnectRequest {
   // and the transports connected after it get that one here. Never null.
   Doorbell* bell = nullptr;
   int64_t timeoutMs = 0;  // NODUS_TIMEOUT_MS: bounds waits during set-up and teardown
+  // This host and the rank's NUMA node, for transports that choose a device
+  // by locality (verbs: the RDMA NIC nearest the rank).
+  const NodeInfo* node = nullptr;
+  int numa = -1;
 };
 
 // Per-rank result of connecting: connections indexed by peer rank (null for

@@ -55,6 +55,7 @@ struct RankInfo {
   int32_t pid;
   uint32_t slots;
   int32_t forcedTransport;  // index into the transport table, -1: none forced
+  uint32_t usableTransports;  // bit t: transport t can run on this host (TransportEntry::usable)
   uint64_t slotBytes;
 };
 
@@ -210,6 +211,26 @@ Status Comm::init(InitOptions& opts) {
                        static_cast<unsigned long long>(cfg_.slotBytes), cfg_.slots);
   }
 
+  // Which transports this host can run, for the pairs to agree on (a device
+  // being up is a local fact). Probed only where it can matter, and every
+  // rank decides alike whether to: when some rank is on another machine, and
+  // only for transports not excluded by NODUS_TRANSPORT.
+  std::vector<std::string> unusableWhy(transportTable().size());
+  bool anyRemote = false;
+  for (const RankInfo& info : infos) anyRemote |= strncmp(info.machine, infos[0].machine, sizeof(info.machine)) != 0;
+  if (anyRemote) {
+    std::vector<uint32_t> usable(static_cast<size_t>(nranks_), 0);
+    for (size_t t = 0; t < transportTable().size(); ++t) {
+      const TransportEntry& e = transportTable()[t];
+      const bool candidate = forced < 0 || forced == static_cast<int>(t);
+      if (e.usable == nullptr || (candidate && e.usable(&unusableWhy[t]))) usable[static_cast<size_t>(rank_)] |= 1u << t;
+    }
+    NODUS_TRY(bootstrap_->allGather(usable.data(), sizeof(uint32_t)));
+    for (int r = 0; r < nranks_; ++r) infos[r].usableTransports = usable[static_cast<size_t>(r)];
+  } else {
+    for (RankInfo& info : infos) info.usableTransports = ~0u;
+  }
+
   // Choose a transport per peer: the forced one, else the first in the table
   // that reaches it. Placement is symmetric and NODUS_TRANSPORT the same
   // everywhere (checked above), so both ends of a pair choose alike.
@@ -217,6 +238,7 @@ Status Comm::init(InitOptions& opts) {
   std::vector<std::vector<int>> peersByTransport(table.size());
   peerTransport_.assign(static_cast<size_t>(nranks_), -1);
   int localRanks = 0;
+  uint32_t unusableSaid = 0;
   for (int r = 0; r < nranks_; ++r) {
     PeerPlacement where;
     where.sameHost = strncmp(infos[r].machine, me.machine, sizeof(me.machine)) == 0;
@@ -224,11 +246,25 @@ Status Comm::init(InitOptions& opts) {
     localRanks += where.sameHost;
     if (r == rank_) continue;
     int pick = -1;
-    for (size_t t = 0; t < table.size() && pick < 0; ++t)
-      if ((forced < 0 || forced == static_cast<int>(t)) && table[t].reaches(where)) pick = static_cast<int>(t);
+    for (size_t t = 0; t < table.size() && pick < 0; ++t) {
+      if ((forced >= 0 && forced != static_cast<int>(t)) || !table[t].reaches(where)) continue;
+      const uint32_t bit = 1u << t;
+      if ((me.usableTransports & infos[r].usableTransports & bit) == 0) {
+        // Said once per communicator and transport, then the next one is tried.
+        if ((unusableSaid & bit) == 0)
+          NODUS_INFO(rank_, "%s: not used for rank %d on %s%s%s; trying the next transport", table[t].name, r,
+                     infos[r].host, (me.usableTransports & bit) == 0 ? ": " : " (it has no usable device)",
+                     (me.usableTransports & bit) == 0 ? unusableWhy[t].c_str() : "");
+        unusableSaid |= bit;
+        continue;
+      }
+      pick = static_cast<int>(t);
+    }
     if (pick < 0)
-      return makeError(nodusInvalidUsage, "NODUS_TRANSPORT=%s cannot reach rank %d on host %s from rank %d on host %s",
-                       cfg_.transport.c_str(), r, infos[r].host, rank_, me.host);
+      return makeError(nodusInvalidUsage, "NODUS_TRANSPORT=%s cannot reach rank %d on host %s from rank %d on host %s%s%s",
+                       cfg_.transport.c_str(), r, infos[r].host, rank_, me.host,
+                       forced >= 0 && !unusableWhy[static_cast<size_t>(forced)].empty() ? ": " : "",
+                       forced >= 0 ? unusableWhy[static_cast<size_t>(forced)].c_str() : "");
     peersByTransport[static_cast<size_t>(pick)].push_back(r);
     peerTransport_[static_cast<size_t>(r)] = pick;
     peers_.push_back(r);
@@ -250,6 +286,8 @@ Status Comm::init(InitOptions& opts) {
   req.slotBytes = cfg_.slotBytes;
   req.slots = cfg_.slots;
   req.timeoutMs = cfg_.timeoutMs;
+  req.node = node;
+  req.numa = me.numa;
   const auto at = std::find(topo_.ringOrder.begin(), topo_.ringOrder.end(), rank_);
   const int64_t pos = at - topo_.ringOrder.begin();
   req.ringPrev = topo_.ringOrder[static_cast<size_t>((pos + nranks_ - 1) % nranks_)];

@@ -19,7 +19,8 @@ constexpr ParamInfo kParams[] = {
      "Longest a wait may go without progress before the call fails with nodusTimeout "
      "(bootstrap, connection set-up and collectives)."},
     {"NODUS_TRANSPORT", ParamType::String, "",
-     "Force one transport for every peer: loopback (nodusCommInitAll only), shm (one machine) or tcp."},
+     "Force one transport for every peer: loopback (nodusCommInitAll only), shm (one machine), verbs "
+     "(InfiniBand / RoCE) or tcp."},
     {"NODUS_ALGO", ParamType::String, "",
      "Force algorithms: a name for every collective it supports, or rules per collective and size "
      "(allreduce:0-64K:tree,64K-:torus;allgather:ring); nodus-info lists the algorithms."},
@@ -40,6 +41,11 @@ constexpr ParamInfo kParams[] = {
      "non-loopback interface that is up, else loopback."},
     {"NODUS_NSOCKS", ParamType::Int, "2",
      "TCP sockets per peer connection, 1 to 16; a large message is striped over them in parallel."},
+    {"NODUS_IB_HCA", ParamType::String, "",
+     "verbs: the RDMA device (and port) to use, e.g. mlx5_0 or mlx5_0:1; default: the one nearest the "
+     "rank's NUMA node with an active port."},
+    {"NODUS_IB_GID_INDEX", ParamType::Int, "-1",
+     "verbs: GID table index to use on RoCE; -1 chooses (RoCE v2 over v1, routable over link-local)."},
     {"NODUS_DIRECT_MAX_BYTES", ParamType::Int, "65536",
      "Largest AllReduce/Barrier (bytes per rank) the single-round direct algorithm takes when "
      "no algorithm is forced."},
@@ -130,6 +136,8 @@ const StringParam kSocketIfAddr{lookup("NODUS_BOOTSTRAP_ADDR")};
 const IntParam kDirectMaxBytes{lookup("NODUS_DIRECT_MAX_BYTES")};
 const StringParam kSocketIfName{lookup("NODUS_SOCKET_IFNAME")};
 const IntParam kNsocks{lookup("NODUS_NSOCKS")};
+const StringParam kIbHca{lookup("NODUS_IB_HCA")};
+const IntParam kIbGidIndex{lookup("NODUS_IB_GID_INDEX")};
 const StringParam kTopoFile{lookup("NODUS_TOPO_FILE")};
 const StringParam kTorusDims{lookup("NODUS_TORUS_DIMS")};
 const StringParam kFatTree{lookup("NODUS_FATTREE")};

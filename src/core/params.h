@@ -61,6 +61,8 @@ extern const StringParam kSocketIfAddr;  // NODUS_BOOTSTRAP_ADDR
 extern const IntParam kDirectMaxBytes;   // NODUS_DIRECT_MAX_BYTES
 extern const StringParam kSocketIfName;  // NODUS_SOCKET_IFNAME
 extern const IntParam kNsocks;           // NODUS_NSOCKS
+extern const StringParam kIbHca;         // NODUS_IB_HCA
+extern const IntParam kIbGidIndex;       // NODUS_IB_GID_INDEX
 extern const StringParam kTopoFile;      // NODUS_TOPO_FILE
 extern const StringParam kTorusDims;     // NODUS_TORUS_DIMS
 extern const StringParam kFatTree;       // NODUS_FATTREE

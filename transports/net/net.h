@@ -1,6 +1,6 @@
 // Net: the interface between the net transport and a network library, shaped
 // after NCCL's net plugin (devices, listen / connect / accept, registered
-// memory, isend / irecv / test) so that TCP sockets today and verbs later sit
+// memory, isend / irecv / test) so that TCP sockets and verbs (RDMA) sit
 // behind the same calls and the transport above never knows which runs.
 //
 // A connection is one direction: the receiving rank listens and accepts, the
@@ -24,6 +24,10 @@
 
 #include "core/bootstrap.h"
 #include "core/status.h"
+
+namespace nodus {
+struct NodeInfo;
+}
 
 namespace nodus::net {
 
@@ -103,13 +107,28 @@ class Net {
   virtual Status test(Request* req, bool* done, size_t* bytes) = 0;
 
   // Descriptors that become ready (edge-triggered: EPOLLIN / EPOLLOUT) when
-  // the comm can progress; poll with epoll, then call test again.
+  // the comm can progress; poll with epoll, then call test again. Which
+  // readiness a send comm's descriptors signal is sendReadiness().
   virtual void eventFds(const SendComm& comm, std::vector<int>* fds) const = 0;
   virtual void eventFds(const RecvComm& comm, std::vector<int>* fds) const = 0;
   // Ends the connection at once (the peer sees it closed), from any thread;
   // later tests fail.
   virtual void shutdown(SendComm& comm) = 0;
   virtual void shutdown(RecvComm& comm) = 0;
+
+  // A socket of a send comm progresses when it becomes writable; a verbs
+  // completion channel becomes readable whichever way the data goes.
+  enum class SendReadiness { Writable, Readable };
+  virtual SendReadiness sendReadiness() const { return SendReadiness::Writable; }
 };
+
+// What the net transport tells a factory about the rank it serves.
+struct NetContext {
+  int rank = -1;
+  const NodeInfo* node = nullptr;  // this host's hwloc picture (may be null)
+  int numa = -1;                   // the rank's NUMA node, -1 when unknown
+};
+// Makes the Net a transport runs over (one per communicator).
+using NetFactory = Status (*)(const NetContext& ctx, std::unique_ptr<Net>* out);
 
 }  // namespace nodus::net

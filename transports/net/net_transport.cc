@@ -118,7 +118,8 @@ class NetReceiver final : public RecvConnection {
 
 class NetTransport final : public Transport {
  public:
-  const char* name() const override { return "tcp"; }
+  NetTransport(const char* name, net::NetFactory factory) : name_(name), factory_(factory) {}
+  const char* name() const override { return name_; }
 
   ~NetTransport() override {
     if (proxy_.joinable()) {
@@ -126,7 +127,7 @@ class NetTransport final : public Transport {
       wake();
       proxy_.join();
       for (const auto& p : peers_)
-        NODUS_INFO(rank_, "tcp: rank %d: %llu message(s) sent, %llu received", p->rank,
+        NODUS_INFO(rank_, "%s: rank %d: %llu message(s) sent, %llu received", name_, p->rank,
                    static_cast<unsigned long long>(p->sendDone), static_cast<unsigned long long>(p->recvDone));
     }
   }
@@ -144,7 +145,11 @@ class NetTransport final : public Transport {
     std::unique_ptr<net::Listener> listener;
     Status made = Status::ok();
     if (!req.peers.empty()) {
-      made = net::makeTcpNet(static_cast<int>(param::kNsocks.get()), &net_);
+      net::NetContext ctx;
+      ctx.rank = rank_;
+      ctx.node = req.node;
+      ctx.numa = req.numa;
+      made = factory_(ctx, &net_);
       if (made.isOk()) made = net_->listen(0, &pub[static_cast<size_t>(rank_)].handle, &listener);
       if (made.isOk()) pub[static_cast<size_t>(rank_)].listening = 1;
     }
@@ -154,10 +159,10 @@ class NetTransport final : public Transport {
     if (req.peers.empty()) return Status::ok();
     for (int peer : req.peers)
       if (!pub[static_cast<size_t>(peer)].listening)
-        return makeError(nodusRemoteError, "rank %d could not listen for tcp connections", peer);
+        return makeError(nodusRemoteError, "rank %d could not listen for %s connections", peer, name_);
     const net::DeviceProperties dev = net_->device(0);
-    NODUS_INFO(rank_, "tcp: %zu peer(s) over %s (%s, %d Mb/s), %lld socket(s) per connection", req.peers.size(),
-               dev.name.c_str(), dev.address.c_str(), dev.speedMbps, static_cast<long long>(param::kNsocks.get()));
+    NODUS_INFO(rank_, "%s: %zu peer(s) over %s (%s, %d Mb/s)", name_, req.peers.size(), dev.name.c_str(),
+               dev.address.c_str(), dev.speedMbps);
 
     byRank_.assign(static_cast<size_t>(req.nranks), nullptr);
     const size_t ringSize = ringBytes(slots_, slotBytes_);
@@ -187,7 +192,8 @@ class NetTransport final : public Transport {
       const int from = rc->peerRank();
       NetPeer* p = from >= 0 && from < req.nranks ? byRank_[static_cast<size_t>(from)] : nullptr;
       if (p == nullptr || p->recv) {
-        NODUS_WARN(rank_, "tcp: refused a connection claiming rank %d: not a tcp peer of this rank, or connected twice", from);
+        NODUS_WARN(rank_, "%s: refused a connection claiming rank %d: not a %s peer of this rank, or connected twice", name_,
+                   from, name_);
         continue;
       }
       p->recv = std::move(rc);
@@ -205,6 +211,7 @@ class NetTransport final : public Transport {
     // Edge-triggered, each direction for what it waits on (a send socket
     // would otherwise wake the proxy for every ACK): the proxy always works a
     // socket until it would block.
+    const bool sendReadable = net_->sendReadiness() == net::Net::SendReadiness::Readable;
     for (const auto& p : peers_) {
       for (bool sending : {true, false}) {
         std::vector<int> fds;
@@ -212,7 +219,7 @@ class NetTransport final : public Transport {
         else net_->eventFds(*p->recv, &fds);
         for (int fd : fds) {
           epoll_event e{};
-          e.events = (sending ? EPOLLOUT : EPOLLIN) | EPOLLRDHUP | EPOLLET;
+          e.events = (sending && !sendReadable ? EPOLLOUT : EPOLLIN) | EPOLLRDHUP | EPOLLET;
           if (epoll_ctl(epollFd_.get(), EPOLL_CTL_ADD, fd, &e) != 0) return systemError("epoll_ctl(socket)");
         }
       }
@@ -258,7 +265,7 @@ class NetTransport final : public Transport {
         outRing->head.load(std::memory_order_acquire) - outRing->tail.load(std::memory_order_acquire) >= slots_;
     if (!nothingToReceive && !noSlotToSend) return Status::ok();
     std::lock_guard<std::mutex> lock(p->mu);
-    return Status(p->error.code(), "rank " + std::to_string(peer) + " over tcp: " + p->error.message());
+    return Status(p->error.code(), "rank " + std::to_string(peer) + " over " + name_ + ": " + p->error.message());
   }
 
   void notifyFailure() override {
@@ -282,7 +289,7 @@ class NetTransport final : public Transport {
       p.error = s;
     }
     p.failed.store(true, std::memory_order_release);
-    NODUS_INFO(rank_, "tcp: connection with rank %d ended: %s", p.rank, s.message().c_str());
+    NODUS_INFO(rank_, "%s: connection with rank %d ended: %s", name_, p.rank, s.message().c_str());
     net_->shutdown(*p.send);
     net_->shutdown(*p.recv);
     rankBell_->ring();  // a waiting executor looks at its peers again
@@ -365,7 +372,7 @@ class NetTransport final : public Transport {
         if (drainUntil == Clock::time_point{}) drainUntil = Clock::now() + std::chrono::milliseconds(timeoutMs_);
         if (allSent()) return;
         if (Clock::now() >= drainUntil) {
-          NODUS_WARN(rank_, "tcp: gave up sending the last messages at communicator destruction after %lld ms",
+          NODUS_WARN(rank_, "%s: gave up sending the last messages at communicator destruction after %lld ms", name_,
                      static_cast<long long>(timeoutMs_));
           return;
         }
@@ -394,6 +401,8 @@ class NetTransport final : public Transport {
     }
   }
 
+  const char* name_;
+  net::NetFactory factory_;
   int rank_ = 0;
   uint32_t slots_ = 0;
   size_t slotBytes_ = 0;
@@ -433,6 +442,14 @@ void NetReceiver::release() {
 
 }  // namespace
 
-std::unique_ptr<Transport> makeTcpTransport() { return std::make_unique<NetTransport>(); }
+std::unique_ptr<Transport> makeNetTransport(const char* name, net::NetFactory factory) {
+  return std::make_unique<NetTransport>(name, factory);
+}
+
+std::unique_ptr<Transport> makeTcpTransport() {
+  return makeNetTransport("tcp", [](const net::NetContext&, std::unique_ptr<net::Net>* out) {
+    return net::makeTcpNet(static_cast<int>(param::kNsocks.get()), out);
+  });
+}
 
 }  // namespace nodus
