@@ -55,12 +55,14 @@ Status build(const PlanKey& k, const PlanContext& ctx, Plan& plan) {
 double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double p = k.nranks;
   const std::vector<int> order = ringOrder(ctx, k.nranks);
-  double alpha = 0;
-  for (size_t i = 0; i + 1 < order.size(); ++i) alpha = std::max(alpha, m.alphaBetween(order[i], order[i + 1]));
+  // The first slice crosses every hop of the chain once: the sum of their
+  // latencies (a rank has one step, so later slices stream behind it).
+  double chain = 0;
+  for (size_t i = 0; i + 1 < order.size(); ++i) chain += m.alphaBetween(order[i], order[i + 1]);
   const double bytes = static_cast<double>(k.count) * k.typeSize;
   const double slice = ctx.sliceBytes ? std::min<double>(bytes, ctx.sliceBytes) : bytes;
   // Pipeline fill (p-2 slices) plus the whole message over one link.
-  return (p - 1) * alpha + (bytes + (p - 2) * slice) * m.betaUsPerByte +
+  return chain + (bytes + (p - 2) * slice) * m.betaUsPerByte +
          (k.coll == Collective::Reduce ? bytes * m.gammaUsPerByte : 0.0);
 }
 

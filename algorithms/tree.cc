@@ -237,7 +237,12 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   // those for the second, so the two trees' chains partly serialise: nodus-sim
   // measured the latency at 1.5x the one-tree path on every fabric.
   const double chain = k.coll == Collective::AllReduce ? 1.5 * path : path;
-  const double phase = chain + depth * slice * beta + bytes * beta;
+  // Each level of an AllReduce costs about three slice times, not one: a
+  // parent's one incoming link carries both children's slices, and its own
+  // send waits behind them (nodus-sim: 5.9-6.2 x depth x slice beta over
+  // both phases on a 512-host fat-tree at 32-256 KiB).
+  const double perLevel = k.coll == Collective::AllReduce ? 3.0 : 1.0;
+  const double phase = chain + perLevel * depth * slice * beta + bytes * beta;
   const double phases = k.coll == Collective::AllReduce ? 2.0 : 1.0;
   const double hop = k.coll == Collective::AllReduce ? 0.0 : m.alphaUs + bytes / 2 * beta;
   double us = phases * phase + hop;
@@ -249,6 +254,14 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
     // (docs/sim-findings.md). Running the trees as separate lanes, as NCCL
     // does, would bring the pipelined formula above back.
     us = std::max(us, rounds * 5.0 * (path + depth * slice * beta));
+  }
+  if (k.coll != Collective::AllReduce) {
+    // Broadcast and Reduce as built: both trees in one plan under the
+    // slice-major cursor, so every slice round repeats the trip through the
+    // tree instead of streaming behind the first. nodus-sim on a 512-host
+    // fat-tree, 8 B to 16 MiB: about 1.9 x path + 3.7 x depth x slice beta a
+    // round, within 10% at every size for both.
+    us = rounds * (1.9 * path + 3.7 * depth * slice * beta);
   }
   return us + (k.coll == Collective::Broadcast ? 0.0 : bytes * m.gammaUsPerByte);
 }
