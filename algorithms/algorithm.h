@@ -19,9 +19,13 @@ namespace nodus {
 struct PlanContext {
   uint64_t sliceBytes = 0;  // bytes per pipelined slice (the transport's slot size)
   uint32_t slots = 0;       // slices a connection buffers before the sender waits
+  uint32_t roundSlices = 1; // slices of a step the executor moves in a row (Plan::roundSlices)
   uint64_t directMaxBytes = 0;  // largest call the automatic choice gives to `direct`
   // Where the ranks are; null means one host, ranks in order.
   const Topology* topo = nullptr;
+  // What one round of the executor's cursor moves per step: a chain of
+  // steps pays its latency once per this many bytes (sliceRounds).
+  uint64_t roundBytes() const { return sliceBytes * (roundSlices ? roundSlices : 1); }
 };
 
 // The ranks in the order a ring should visit them.
@@ -82,9 +86,26 @@ struct CostModel {
   static CostModel of(const PlanContext& ctx);
 };
 
-// Slice rounds of a pipelined step that moves `bytes`: the executor runs a
-// phase slice-major (slice s of every step, then s+1), so a chain of steps
-// pays its latency once per round (at least one).
+// Rounds of a pipelined step that moves `bytes`, with `roundBytes` moved per
+// round (PlanContext::roundBytes): the executor runs a phase round-major
+// (Plan::roundSlices slices of every step, then the next ones), so a chain
+// of steps pays its latency once per round (at least one).
+inline double sliceRounds(double bytes, uint64_t sliceBytes);
+// A pipelined pass: a chain of steps whose hop latencies add up to chainUs,
+// each step moving stepBytes, the busiest link busy for dataUs. With one
+// slice a round (or one slice a step) every round waits for the whole chain
+// and then its data; with several a round and several a step, the next
+// slices travel while the first ones walk the chain, and the pass takes the
+// longer of the two (nodus-sim: a 64-host ring at 1.00x the bound from two
+// slices a step, and exactly rounds x chain where latency dominates), plus
+// fillUs where the pass is a phase of its own that starts empty.
+inline double pipelinedPass(double chainUs, double dataUs, double stepBytes, const PlanContext& ctx,
+                            double fillUs = 0) {
+  const double rounds = sliceRounds(stepBytes, ctx.roundBytes());
+  if (ctx.roundSlices >= 2 && sliceRounds(stepBytes, ctx.sliceBytes) >= 2)
+    return std::max(rounds * chainUs, dataUs) + fillUs;
+  return rounds * chainUs + dataUs;
+}
 inline double sliceRounds(double bytes, uint64_t sliceBytes) {
   if (sliceBytes == 0 || bytes <= static_cast<double>(sliceBytes)) return 1.0;
   return std::ceil(bytes / static_cast<double>(sliceBytes));

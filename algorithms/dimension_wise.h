@@ -12,6 +12,7 @@
 
 #include <vector>
 
+#include "algorithms/algorithm.h"
 #include "algorithms/plan_builder.h"
 
 namespace nodus {
@@ -40,13 +41,13 @@ struct DimCost {
   double alphaUs, betaUsPerByte;
   bool directional = true;
 };
-// Each stage pays its rings' latency chain once per slice round (sliceRounds).
+// Each stage is a pipelined pass of its rings (pipelinedPass).
 // portBetaUsPerByte, when not 0, is the rank's own port that every byte it
 // sends crosses whatever the dimension (a rank of a multi-rank host copies
 // each outgoing byte through shared memory or a staging ring): a stage takes
 // at least its streams' bytes at that rate.
 double dimensionWiseCost(double bytes, const std::vector<int>& sizes, const std::vector<Stream>& streams,
-                         const std::vector<DimCost>& links, double gammaUsPerByte, uint64_t sliceBytes,
+                         const std::vector<DimCost>& links, double gammaUsPerByte, const PlanContext& ctx,
                          double portBetaUsPerByte = 0);
 
 }  // namespace nodus

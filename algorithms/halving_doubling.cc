@@ -221,13 +221,13 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
     for (int s = 0; s < o.steps(); ++s) {
       const int mask = o.bit(s);
       const double moved = data * o.half(s) / f.pp;
-      us += sliceRounds(moved, ctx.sliceBytes) * m.alphaBetween(f.real(0), f.real(mask)) + moved * exchangeBeta(mask);
+      us += sliceRounds(moved, ctx.roundBytes()) * m.alphaBetween(f.real(0), f.real(mask)) + moved * exchangeBeta(mask);
     }
     return us;
   };
   const double foldBeta = m.passUsPerByte + m.concurrentBeta(0, [&](int q) { return q < 2 * f.r ? q ^ 1 : -1; });
   auto folding = [&](double data) {
-    return f.r > 0 ? sliceRounds(data, ctx.sliceBytes) * m.alphaBetween(0, 1) + data * foldBeta : 0.0;
+    return f.r > 0 ? sliceRounds(data, ctx.roundBytes()) * m.alphaBetween(0, 1) + data * foldBeta : 0.0;
   };
   switch (k.coll) {
     case Collective::AllReduce:
@@ -243,7 +243,7 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
       for (int d = 1; d < k.nranks; d *= 2) {
         const double moved = std::min(d, k.nranks - d) * bytes;
         const double beta = m.passUsPerByte + m.concurrentBeta(0, [&](int q) { return (q + k.nranks - d) % k.nranks; });
-        bruck += sliceRounds(moved, ctx.sliceBytes) * m.alphaBetween(0, d) + moved * beta;
+        bruck += sliceRounds(moved, ctx.roundBytes()) * m.alphaBetween(0, d) + moved * beta;
       }
       return bruck;
     }

@@ -68,7 +68,7 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
                                       {interAlpha, m.interBetaUsPerByte * local, /*directional=*/torus}};
   return dimensionWiseCost(static_cast<double>(k.count) * k.typeSize,
                            {local, static_cast<int>(r[1].ranks.size())}, streams(), links, m.gammaUsPerByte,
-                           ctx.sliceBytes, m.intraBetaUsPerByte);
+                           ctx, m.intraBetaUsPerByte);
 }
 
 }  // namespace

@@ -98,9 +98,9 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double passData = (k.coll == Collective::AllReduce) ? bytes : bytes * (k.coll == Collective::AllGather ? p : 1.0);
   const double passes = (k.coll == Collective::AllReduce) ? 2.0 : 1.0;
   const double reduced = (k.coll == Collective::AllGather) ? 0.0 : (p - 1) / p * passData;
-  // A slice round walks p-1 of the ring's hops (nodus-sim: exact for a
-  // contention-free ring, docs/sim-findings.md), and the executor runs a
-  // pass slice-major, so every round pays that chain again.
+  // A round walks p-1 of the ring's hops (nodus-sim: exact for a
+  // contention-free ring, docs/sim-findings.md); pipelinedPass says when
+  // the rounds' chains hide behind the data.
   const std::vector<int> order = ringOrder(ctx, k.nranks);
   // Bandwidth: every hop carries the same bytes, so the slowest hop sets the pace.
   double hops = 0, beta = 0;
@@ -109,8 +109,8 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
     hops += m.alphaBetween(a, b);
     beta = std::max(beta, m.betaBetween(a, b));
   }
-  const double rounds = sliceRounds(passData / p, ctx.sliceBytes);
-  return passes * (rounds * (p - 1) / p * hops + (p - 1) / p * passData * beta) + reduced * m.gammaUsPerByte;
+  return passes * pipelinedPass((p - 1) / p * hops, (p - 1) / p * passData * beta, passData / p, ctx) +
+         reduced * m.gammaUsPerByte;
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   // Several ranks per host: each rank's every byte, on a host axis too,
   // goes through its shared-memory copies first.
   return dimensionWiseCost(static_cast<double>(k.count) * k.typeSize, t.grid.dims, t.streams, links, m.gammaUsPerByte,
-                           ctx.sliceBytes, local > 1 ? m.intraBetaUsPerByte : 0.0);
+                           ctx, local > 1 ? m.intraBetaUsPerByte : 0.0);
 }
 
 }  // namespace

@@ -230,6 +230,8 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double depth = binaryTreeDepth(k.nranks);
   const double path = pathLatency(k, ctx, m);
   const double slice = ctx.sliceBytes ? std::min<double>(bytes / 2, ctx.sliceBytes) : bytes / 2;
+  // What a step moves in one round of the cursor (Plan::roundSlices slices).
+  const double round = ctx.sliceBytes ? std::min<double>(bytes / 2, ctx.roundBytes()) : bytes / 2;
   // Each phase: a slice crosses `depth` levels, then the rest streams behind
   // it; an inner node forwards its half to two children.
   const double beta = m.betaUsPerByte * m.uplinkSharing;
@@ -246,14 +248,19 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double phases = k.coll == Collective::AllReduce ? 2.0 : 1.0;
   const double hop = k.coll == Collective::AllReduce ? 0.0 : m.alphaUs + bytes / 2 * beta;
   double us = phases * phase + hop;
-  const double rounds = sliceRounds(bytes / 2, ctx.sliceBytes);
-  if (k.coll == Collective::AllReduce && rounds > 1) {
+  const double rounds = sliceRounds(bytes / 2, ctx.roundBytes());
+  // Several slices in one round (NODUS_ROUND_SLICES) behave like several rounds.
+  const bool multiSlice = ctx.roundSlices >= 2 && ctx.sliceBytes && bytes / 2 > ctx.sliceBytes;
+  if (k.coll == Collective::AllReduce && (rounds > 1 || multiSlice)) {
     // As built, one plan holds both trees and the trip up and back down, so
     // slice rounds do not overlap: nodus-sim measured each round at 4.5-5.6x
     // depth x (alpha + slice beta) on fat-trees of 8 to 4096 hosts
     // (docs/sim-findings.md). Running the trees as separate lanes, as NCCL
     // does, would bring the pipelined formula above back.
-    us = std::max(us, rounds * 5.0 * (path + depth * slice * beta));
+    // With several slices a round (NODUS_ROUND_SLICES) a round moves more
+    // behind each trip: about 4x (nodus-sim, 64-host fat-tree, 4 a round).
+    const double trips = ctx.roundSlices >= 2 ? 4.0 : 5.0;
+    us = std::max(us, rounds * trips * (path + depth * round * beta));
   }
   if (k.coll != Collective::AllReduce) {
     // Broadcast and Reduce as built: both trees in one plan under the
@@ -261,7 +268,11 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
     // tree instead of streaming behind the first. nodus-sim on a 512-host
     // fat-tree, 8 B to 16 MiB: about 1.9 x path + 3.7 x depth x slice beta a
     // round, within 10% at every size for both.
-    us = rounds * (1.9 * path + 3.7 * depth * slice * beta);
+    // With several slices a round each trip carries a round's worth behind
+    // it at about 2 slice times a level (3 in a single round; nodus-sim,
+    // 64-host fat-tree, 4 a round).
+    const double perLevel = ctx.roundSlices < 2 ? 3.7 : rounds > 1 ? 2.0 : 3.0;
+    us = rounds * (1.9 * path + perLevel * depth * round * beta);
   }
   return us + (k.coll == Collective::Broadcast ? 0.0 : bytes * m.gammaUsPerByte);
 }

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     }
   }
   if (!wrong)
-    printf("rank %d of %d on %s: AllReduce of %zu floats right, best %.0f us (%.2f GB/s busbw)\n", rank, nranks, host,
+    printf("rank %d of %d on %s: AllReduce of %zu floats right, best %.0f us (%.3f GB/s busbw)\n", rank, nranks, host,
            count, best, count * 4.0 / best / 1e3 * 2.0 * (nranks - 1) / nranks);
   free(in);
   free(out);

@@ -8,22 +8,28 @@
 # id to a file the others read). Everything is torn down on exit, whatever
 # happens (trap).
 #
-#   sudo scripts/netns-cluster.sh [-H HOSTS] [-r RANKS_PER_HOST] [-c COUNT] [-k]
+#   sudo scripts/netns-cluster.sh [-H HOSTS] [-r RANKS_PER_HOST] [-c COUNT] [-R RATE] [-k]
 #     -H  hosts (default 2)     -r  ranks per host (default 1)
-#     -c  floats per AllReduce (default 1M)   -k  keep going: do not tear down
-#         until Enter is pressed (to look around with `ip netns exec`)
+#     -c  floats per AllReduce (default 1M)
+#     -R  shape each host's link, both directions, to RATE (tc units: 1gbit,
+#         500mbit) with HTB and a short pfifo (this kernel has no netem, and
+#         tbf would queue ACKs behind data); each rank's line then also gives
+#         its busbw as a fraction of RATE
+#     -k  keep going: do not tear down until Enter is pressed (to look around
+#         with `ip netns exec`)
 #   Extra environment (NODUS_DEBUG=INFO, NODUS_NSOCKS...) is passed to every
 #   rank; NODUS_BUILD_DIR names the build (default build/). Exit status 77:
 #   namespaces cannot be made here (not root, or a container without them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-hosts=2 rpn=1 count=$((1 << 20)) keep=0
-while getopts "H:r:c:kh" opt; do
+hosts=2 rpn=1 count=$((1 << 20)) keep=0 rate=""
+while getopts "H:r:c:R:kh" opt; do
   case $opt in
     H) hosts=$OPTARG ;;
     r) rpn=$OPTARG ;;
     c) count=$OPTARG ;;
+    R) rate=$OPTARG ;;
     k) keep=1 ;;
     *) sed -n "2,20p" "$0"; exit 2 ;;
   esac
@@ -62,6 +68,33 @@ else
   cc -O2 -I include examples/uid_allreduce.c -L "$build" -lnodus -Wl,-rpath,"$build" -o "$work/uid_allreduce"
 fi
 
+# HTB at RATE on a device's egress, each class with a short pfifo. Small
+# packets (IP length < 128: pure ACKs) get a class of their own served first,
+# so that a direction full of data does not hold back the ACKs of the other
+# and halve TCP's throughput (one FIFO would queue them behind ~64 data
+# packets: tbf's problem again).
+shape() {
+  local ns=$1 dev=$2 bits
+  bits=$(rate_bits "$rate")
+  ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: htb default 20
+  ip netns exec "$ns" tc class add dev "$dev" parent 1: classid 1:1 htb rate "${bits}bit" burst 64k quantum 65536
+  ip netns exec "$ns" tc class add dev "$dev" parent 1:1 classid 1:10 htb rate "$((bits / 20))bit" ceil "${bits}bit" \
+    prio 0 quantum 1514
+  ip netns exec "$ns" tc class add dev "$dev" parent 1:1 classid 1:20 htb rate "$((bits - bits / 20))bit" \
+    ceil "${bits}bit" prio 1 burst 64k quantum 65536
+  ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:10 handle 10: pfifo limit 64
+  ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:20 handle 20: pfifo limit 64
+  ip netns exec "$ns" tc filter add dev "$dev" parent 1: protocol ip prio 1 u32 match u16 0x0000 0xff80 at 2 flowid 1:10
+}
+# A tc rate (1gbit, 500mbit, 100mbps...) in bits per second.
+rate_bits() {
+  awk -v r="$1" 'BEGIN { n = r + 0; u = tolower(substr(r, length(n "") + 1));
+    m = u ~ /^gbit/ ? 1e9 : u ~ /^mbit/ ? 1e6 : u ~ /^kbit/ ? 1e3 : u ~ /^gbps/ ? 8e9 : u ~ /^mbps/ ? 8e6 : u ~ /^kbps/ ? 8e3 : 1;
+    printf "%.0f", n * m }'
+}
+# ... and in GB/s (10^9 bytes), for the busbw fraction.
+rate_gbs() { awk -v b="$(rate_bits "$1")" 'BEGIN { printf "%.6f", b / 8e9 }'; }
+
 # unshare --uts=FILE keeps a namespace alive by bind-mounting it on FILE,
 # which must sit on a private mount.
 mount --bind "$work" "$work"
@@ -81,12 +114,16 @@ for ((h = 0; h < hosts; ++h)); do
   ip -n "$ns" addr add "10.77.0.$((h + 1))/24" dev eth0
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
+  if [ -n "$rate" ]; then
+    shape "$ns" eth0        # host -> switch
+    shape "$switch" "p$h"   # switch -> host
+  fi
   touch "$work/uts$h"
   unshare --uts="$work/uts$h" hostname "nodus-host$h"; mounted+=("$work/uts$h")
 done
 
 nranks=$((hosts * rpn))
-echo "netns-cluster: $hosts host(s) x $rpn rank(s), 10.77.0.1-$hosts on a bridge in namespace $switch"
+echo "netns-cluster: $hosts host(s) x $rpn rank(s), 10.77.0.1-$hosts on a bridge in namespace $switch${rate:+, links shaped to $rate}"
 for ((r = 0; r < nranks; ++r)); do
   h=$((r / rpn))
   NODUS_SOCKET_IFNAME=eth0 ip netns exec "${tag}h$h" nsenter --uts="$work/uts$h" \
@@ -96,7 +133,17 @@ done
 status=0
 for ((r = 0; r < nranks; ++r)); do
   wait "${pids[$r]}" || status=1
-  cat "$work/rank$r.out"
+  if [ -n "$rate" ]; then
+    link=$(rate_gbs "$rate")
+    while IFS= read -r line; do
+      echo "$line"
+      if [[ $line =~ \(([0-9.]+)\ GB/s\ busbw\) ]]; then
+        awk -v b="${BASH_REMATCH[1]}" -v l="$link" 'BEGIN { printf "  busbw %.3f GB/s = %.0f%% of the %.3f GB/s link\n", b, 100 * b / l, l }'
+      fi
+    done < "$work/rank$r.out"
+  else
+    cat "$work/rank$r.out"
+  fi
 done
 pids=()
 [ "$keep" -eq 1 ] && read -r -p "namespaces ${tag}* kept; Enter tears them down " _

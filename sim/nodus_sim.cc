@@ -54,7 +54,7 @@ void usage(FILE* f) {
           "  --reorder HOW        experiment with rewritten plans (sim/reorder.h): streams (torus, hierarchical:\n"
           "                       the streams' steps interleaved), tree (tree AllReduce: its two trees run as\n"
           "                       independent lanes with their own connections), all\n"
-          "  --round-slices C     experiment: the cursor takes C slices of a step per round (executor: 1)\n"
+          "  --round-slices C     slices of a step the cursor takes per round (default NODUS_ROUND_SLICES, else slots/2)\n"
           "  --verify             run the verifier on the plans first (always after --reorder, up to 1024 ranks)\n"
           "  --cfg NAME:VALUE     extra SimGrid configuration\n"
           "  --sweep              tables of algorithms x sizes per fabric: best, the tuner's pick, its error\n"
@@ -176,6 +176,7 @@ PlanContext contextFor(const SimSpec& s, const Topology& t) {
   const int64_t slot = param::kSlotBytes.get(), chunk = param::kChunkBytes.get();
   ctx.sliceBytes = s.sliceBytes ? s.sliceBytes : static_cast<uint64_t>(std::max<int64_t>(1, chunk <= 0 ? slot : std::min(slot, chunk)));
   ctx.slots = s.slots ? s.slots : static_cast<uint32_t>(std::max<int64_t>(1, param::kSlots.get()));
+  ctx.roundSlices = roundSlicesFor(s, ctx.slots);
   ctx.directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
   ctx.topo = &t;
   return ctx;

@@ -46,9 +46,9 @@ struct RunOptions {
   uint32_t slots = 8;
   double softwareUs = 2.0;      // per message between two hosts, on top of link latencies
   double gammaUsPerByte = 0.0;  // reduction cost; 0 = network only
-  // Experiment (not what the executor does today): the cursor moves by
-  // roundSlices consecutive slices of a step instead of one, so a slice round
-  // pays the latency chain once for several slices. 1 = the executor.
+  // The cursor moves by roundSlices consecutive slices of a step, as the
+  // executor does (Plan::roundSlices), so a round pays the latency chain
+  // once for several slices.
   uint32_t roundSlices = 1;
   bool linkStats = false;
 };

@@ -49,6 +49,12 @@ std::string lowerName(Collective c) {
   return s;
 }
 
+uint32_t roundSlicesFor(const SimSpec& spec, uint32_t slots) {
+  if (spec.roundSlices) return spec.roundSlices;
+  const int64_t env = param::kRoundSlices.get();
+  return static_cast<uint32_t>(std::max<int64_t>(1, env > 0 ? env : slots / 2));
+}
+
 Status topologyFromEnvironment(int hosts, int ranksPerHost, Topology* out) {
   FabricConfig fabric;
   NODUS_TRY(fabricFromEnvironment(&fabric));
@@ -154,6 +160,7 @@ SimOutcome runChild(const SimSpec& spec) {
   PlanContext ctx;
   ctx.sliceBytes = spec.sliceBytes ? spec.sliceBytes : sliceBytesFromEnvironment();
   ctx.slots = spec.slots ? spec.slots : static_cast<uint32_t>(std::max<int64_t>(1, param::kSlots.get()));
+  ctx.roundSlices = roundSlicesFor(spec, ctx.slots);
   ctx.directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
   ctx.topo = &topo;
 
@@ -249,7 +256,7 @@ SimOutcome runChild(const SimSpec& spec) {
   ro.slots = ctx.slots;
   ro.softwareUs = spec.softwareUs >= 0 ? spec.softwareUs : model.softwareUs;
   ro.gammaUsPerByte = gamma;
-  ro.roundSlices = std::max<uint32_t>(1, spec.roundSlices);
+  ro.roundSlices = ctx.roundSlices;
   ro.linkStats = spec.linkStats;
   RunResult rr = laned ? runPlans(plans, platform, ro, laneDeps) : runPlans(plans, platform, ro);
   out.simUs = rr.seconds * 1e6;

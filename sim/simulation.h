@@ -38,7 +38,7 @@ struct SimSpec {
   double gammaGBs = 0;      // reduction speed; 0: not modelled (network only); < 0: the cost model's
   bool linkStats = false;
   std::string reorder;     // plan rewrites to try (reorder.h): "", streams, tree, all
-  uint32_t roundSlices = 1; // experiment: slices per step per cursor round (runner.h)
+  uint32_t roundSlices = 0; // slices of a step per cursor round; 0: NODUS_ROUND_SLICES, else slots/2 (Plan::roundSlices)
   bool verify = false;     // run the verifier on the plans first (always after a rewrite up to 1024 ranks)
   std::vector<std::string> simgridConfig;  // extra --cfg=... items
   double timeoutS = 0;                     // kill the child after this many seconds (0: never)
@@ -46,6 +46,10 @@ struct SimSpec {
   // Tests: replace the algorithm's plans (plans[r] for rank r, keys filled in).
   std::function<Status(const Topology&, std::vector<Plan>&)> editPlans;
 };
+
+// The cursor's slices per round for a spec: its own, else the runtime's
+// (NODUS_ROUND_SLICES, 0 there meaning slots / 2).
+uint32_t roundSlicesFor(const SimSpec& spec, uint32_t slots);
 
 struct LinkSummary {
   int fabricLinks = 0;        // fabric links some slice crossed

@@ -72,6 +72,25 @@ void verifyAll(int p, const std::vector<uint64_t>& counts, const PlanContext& ct
 
 }  // namespace
 
+// The cursor's order: phase by phase, in rounds of `group` slices per step.
+TEST(PlanCursor, RoundsOfSlicesStepByStep) {
+  Plan p;
+  p.steps = {{Op::Send, -1, 1, {Buf::Send, 0}, {}, 5, false},
+             {Op::Recv, 1, -1, {}, {Buf::Recv, 0}, 3, false},
+             {Op::Send, -1, 1, {Buf::Send, 0}, {}, 2, false}};
+  p.phaseStarts = {2};
+  auto walk = [&](uint32_t group) {
+    std::string order;
+    PlanCursor at;
+    for (at.start(p, 1, group); !at.done; at.next(p, 1))
+      order += std::to_string(at.step) + ":" + std::to_string(at.slice) + " ";
+    return order;
+  };
+  EXPECT_EQ(walk(1), "0:0 1:0 0:1 1:1 0:2 1:2 0:3 0:4 2:0 2:1 ");
+  EXPECT_EQ(walk(2), "0:0 0:1 1:0 1:1 0:2 0:3 1:2 0:4 2:0 2:1 ");
+  EXPECT_EQ(walk(4), "0:0 0:1 0:2 0:3 1:0 1:1 1:2 0:4 2:0 2:1 ");
+}
+
 // Every rank count 1..64, split so ctest runs the parts in parallel. Up to 16
 // ranks: every count of countsFor() and every root; beyond, the counts that
 // exercise empty, single-element and uneven blocks, with a few roots.
@@ -91,6 +110,30 @@ TEST_P(VerifierRanks, AllAlgorithms) {
   }
 }
 
+// The executor's own order: rounds of NODUS_ROUND_SLICES slices per step
+// (at most half the slots), with slices of 3 elements so that every step
+// spans several rounds and steps end inside a round.
+class VerifierRounds : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(VerifierRounds, AllAlgorithms) {
+  for (auto [slots, round] : {std::pair<uint32_t, uint32_t>{4, 2}, {8, 4}}) {
+    PlanContext ctx = tightContext();
+    ctx.slots = slots;
+    ctx.roundSlices = round;
+    for (int p = GetParam().first; p <= GetParam().second; ++p) {
+      SCOPED_TRACE("p=" + std::to_string(p) + " slots=" + std::to_string(slots) + " round=" + std::to_string(round));
+      const uint64_t up = static_cast<uint64_t>(p);
+      verifyAll(p, {0, 1, up + 1, 3 * up + 2, 25 * up + 7}, ctx, false);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, VerifierRounds,
+                         ::testing::Values(std::make_pair(1, 8), std::make_pair(9, 16), std::make_pair(17, 24)),
+                         [](const auto& info) {
+                           return std::to_string(info.param.first) + "to" + std::to_string(info.param.second);
+                         });
+
 INSTANTIATE_TEST_SUITE_P(Ranks, VerifierRanks,
                          ::testing::Values(std::make_pair(1, 8), std::make_pair(9, 16), std::make_pair(17, 32),
                                            std::make_pair(33, 48), std::make_pair(49, 64)),
@@ -106,6 +149,7 @@ TEST_P(VerifierSample, AllAlgorithms) {
   PlanContext ctx;
   ctx.sliceBytes = 64 * 4;
   ctx.slots = 4;
+  ctx.roundSlices = 2;
   ctx.directMaxBytes = 0;
   verifyAll(p, {0, 1, 5, 1031, static_cast<uint64_t>(p) * 3 + 1}, ctx, false, 5);
 }
@@ -116,6 +160,7 @@ TEST(Verifier, LargeSlicesAndManySlots) {
   PlanContext ctx;
   ctx.sliceBytes = 1 << 19;
   ctx.slots = 8;
+  ctx.roundSlices = 4;
   ctx.directMaxBytes = 1 << 16;
   for (int p : {2, 3, 5, 8}) verifyAll(p, {0, 1, 100003}, ctx, false);
 }
@@ -175,6 +220,16 @@ TEST(Verifier, RejectsBrokenPlans) {
   one.slots = 1;
   s = verifyAlgorithm(*ring, VerifyCase{Collective::AllReduce, 3, 30, 0, false, 4}, one);
   EXPECT_NE(s.message().find("deadlock"), std::string::npos) << s.message();
+
+  // Why NODUS_ROUND_SLICES is at most half the slots: a ring step that takes
+  // every slot in a row waits for its successor, which waits the same way.
+  PlanContext full = ctx;
+  full.slots = 4;
+  full.roundSlices = 4;
+  s = verifyAlgorithm(*ring, VerifyCase{Collective::AllReduce, 3, 300, 0, false, 4}, full);
+  EXPECT_NE(s.message().find("deadlock"), std::string::npos) << s.message();
+  full.roundSlices = 2;
+  EXPECT_TRUE(verifyAlgorithm(*ring, VerifyCase{Collective::AllReduce, 3, 300, 0, false, 4}, full).isOk());
 }
 
 TEST(Algorithms, ChooserHonoursForcedAndRejectsUnknown) {

@@ -119,24 +119,31 @@ TEST(SimFormula, RingAllReduceInOneRound) {
 }
 
 TEST(SimFormula, RingAllReduceSliceRoundsEachPayTheLatencyChain) {
-  // 8 MiB on 8 ranks: blocks of 1 MiB = 8 slices. The executor runs slice 0
-  // of every step, then slice 1, ...: each of the R = 8 rounds waits for the
-  // whole 2(p-1)-hop chain, so T = 2(p-1) R alpha + 2(p-1)/p N beta.
+  // 8 MiB on 8 ranks: blocks of 1 MiB = 8 slices. With one slice a round
+  // (NODUS_ROUND_SLICES=1) the executor runs slice 0 of every step, then
+  // slice 1, ...: each of the R = 8 rounds waits for the whole 2(p-1)-hop
+  // chain, so T = 2(p-1) R alpha + 2(p-1)/p N beta.
   SimSpec s = baseSpec(torus("8"));
   s.bytes = 8 << 20;
   s.algo = "ring";
+  s.roundSlices = 1;
   const SimOutcome o = simulate(s);
   ASSERT_TRUE(o.ok) << o.error;
   const double alpha = 3.0, rounds = 8;
-  expectNear(o.simUs, 14 * rounds * alpha + 14.0 / 8 * s.bytes / 25e3, 0.01, "ring 8 x 8M");
-  // With two slices a round (--round-slices 2) a slice's transfer hides the
-  // next one's latency: the ring runs at the links' pace.
-  s.roundSlices = 2;
-  const SimOutcome two = simulate(s);
-  ASSERT_TRUE(two.ok) << two.error;
-  const double data = 14.0 / 8 * s.bytes / 25e3;
-  EXPECT_GT(two.simUs, data);
-  EXPECT_LT(two.simUs, data * 1.03);
+  expectNear(o.simUs, 14 * rounds * alpha + 14.0 / 8 * s.bytes / 25e3, 0.01, "ring 8 x 8M, one slice a round");
+  expectNear(o.tunerUs, o.simUs, 0.01, "tuner, one slice a round");
+  // With the runtime's rounds (half the slots: 4 slices a step in a row) a
+  // slice's transfer hides the next one's latency: the ring runs at the
+  // links' pace, and the tuner knows it (pipelinedPass).
+  for (uint32_t round : {2u, 0u}) {
+    s.roundSlices = round;
+    const SimOutcome several = simulate(s);
+    ASSERT_TRUE(several.ok) << several.error;
+    const double data = 14.0 / 8 * s.bytes / 25e3;
+    EXPECT_GT(several.simUs, data);
+    EXPECT_LT(several.simUs, data * 1.03) << "round " << round;
+    expectNear(several.tunerUs, several.simUs, 0.03, "tuner, rounds of several slices");
+  }
 }
 
 TEST(SimFormula, ChainBroadcastPipelines) {
@@ -260,7 +267,7 @@ struct Broken {
 }  // namespace
 
 TEST(SimVerifier, BothRejectBrokenPlans) {
-  const PlanContext tight{1 << 10, 4, 0, nullptr};
+  const PlanContext tight{1 << 10, 4, 2, 0, nullptr};  // the executor's rounds: slots / 2
   const Broken cases[] = {
       {"a lost last receive", [](std::vector<Plan>& p) { p[2].steps.pop_back(); }},
       {"a size mismatch", [](std::vector<Plan>& p) { p[1].steps[1].count -= 1; }},
@@ -291,6 +298,7 @@ TEST(SimVerifier, BothRejectBrokenPlans) {
     s.bytes = vc.count * 4;
     s.sliceBytes = tight.sliceBytes;
     s.slots = tight.slots;
+    s.roundSlices = tight.roundSlices;
     s.algo = "ring";
     s.editPlans = [&](const Topology&, std::vector<Plan>& p) {
       b.edit(p);
@@ -303,13 +311,14 @@ TEST(SimVerifier, BothRejectBrokenPlans) {
 
 TEST(SimVerifier, OneSlotDeadlocksARingInBoth) {
   const Algorithm* ring = findAlgorithm("ring");
-  PlanContext one{1 << 10, 1, 0, nullptr};
+  PlanContext one{1 << 10, 1, 1, 0, nullptr};
   const Status v = verifyAlgorithm(*ring, VerifyCase{Collective::AllReduce, 3, 30, 0, false, 4}, one);
   EXPECT_NE(v.message().find("deadlock"), std::string::npos) << v.message();
   SimSpec s = baseSpec(fatTree("3"));
   s.bytes = 120;
   s.sliceBytes = 1 << 10;
   s.slots = 1;
+  s.roundSlices = 1;
   s.algo = "ring";
   const SimOutcome o = simulate(s);
   EXPECT_FALSE(o.ok);

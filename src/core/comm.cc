@@ -31,6 +31,13 @@ Status CommConfig::fromEnvironment(CommConfig* c) {
   if (slots < 2 || slots > 64)
     return makeError(nodusInvalidArgument, "NODUS_SLOTS=%lld is outside [2, 64]", static_cast<long long>(slots));
   c->slots = static_cast<uint32_t>(slots);
+  // A step taking every slot of a connection in a row could wait on a peer
+  // that waits on it (a ring's neighbours both sending): at most half.
+  const int64_t round = param::kRoundSlices.get();
+  if (round < 0 || round > slots / 2)
+    return makeError(nodusInvalidArgument, "NODUS_ROUND_SLICES=%lld is outside [0, NODUS_SLOTS/2 = %lld]",
+                     static_cast<long long>(round), static_cast<long long>(slots / 2));
+  c->roundSlices = static_cast<uint32_t>(round == 0 ? slots / 2 : round);
   c->spin = std::max<int64_t>(0, param::kSpin.get());
   c->algo = param::kAlgo.get();
   c->transport = param::kTransport.get();
@@ -371,6 +378,7 @@ Status Comm::plan(const PlanKey& key, std::shared_ptr<const Plan>* out) {
   p->algorithm = algo->name;
   NODUS_TRY(algo->build(key, ctx, *p));
   p->sliceElems = std::max<uint64_t>(1, cfg_.sliceBytes / key.typeSize);
+  p->roundSlices = cfg_.roundSlices;
   for (const Step& s : p->steps) p->maxSlices = std::max(p->maxSlices, (s.count + p->sliceElems - 1) / p->sliceElems);
   NODUS_INFO(rank_, "%s count=%llu x %uB%s root=%d: %s, %zu step(s), %zu phase(s) (estimates: %s)", collectiveName(key.coll),
              static_cast<unsigned long long>(key.count), key.typeSize, key.inPlace ? " in-place" : "", key.root, algo->name,
@@ -385,6 +393,7 @@ PlanContext Comm::planContext() const {
   PlanContext ctx;
   ctx.sliceBytes = cfg_.sliceBytes;
   ctx.slots = cfg_.slots;
+  ctx.roundSlices = cfg_.roundSlices;
   ctx.directMaxBytes = cfg_.directMaxBytes;
   ctx.topo = &topo_;
   return ctx;

@@ -28,6 +28,7 @@ struct CommConfig {
   int64_t timeoutMs = 0;
   size_t slotBytes = 0;
   uint32_t slots = 0;
+  uint32_t roundSlices = 1;  // NODUS_ROUND_SLICES (Plan::roundSlices)
   int64_t spin = 0;
   std::string algo;
   AlgoSpec algoSpec;      // algo, parsed

@@ -27,6 +27,10 @@ constexpr ParamInfo kParams[] = {
     {"NODUS_SLOT_BYTES", ParamType::Int, "131072",
      "Bytes per transport slot; also the pipelining slice size. Same on every rank."},
     {"NODUS_SLOTS", ParamType::Int, "8", "Slots per connection (slices in flight per peer pair), 2 to 64."},
+    {"NODUS_ROUND_SLICES", ParamType::Int, "0",
+     "Slices of a step the executor moves in a row before the next step, 1 to NODUS_SLOTS/2; 0: "
+     "NODUS_SLOTS/2. More keep more of a connection's slots in flight (a chain of steps pays its "
+     "latency once per round of them)."},
     {"NODUS_SPIN", ParamType::Int, "20000",
      "Polls before a waiting rank yields the core; 0 when ranks outnumber cores."},
     {"NODUS_HOSTID", ParamType::String, "",
@@ -130,6 +134,7 @@ const StringParam kTransport{lookup("NODUS_TRANSPORT")};
 const StringParam kAlgo{lookup("NODUS_ALGO")};
 const IntParam kSlotBytes{lookup("NODUS_SLOT_BYTES")};
 const IntParam kSlots{lookup("NODUS_SLOTS")};
+const IntParam kRoundSlices{lookup("NODUS_ROUND_SLICES")};
 const IntParam kSpin{lookup("NODUS_SPIN")};
 const StringParam kHostId{lookup("NODUS_HOSTID")};
 const StringParam kSocketIfAddr{lookup("NODUS_BOOTSTRAP_ADDR")};

@@ -55,6 +55,7 @@ extern const StringParam kTransport;     // NODUS_TRANSPORT
 extern const StringParam kAlgo;          // NODUS_ALGO
 extern const IntParam kSlotBytes;        // NODUS_SLOT_BYTES
 extern const IntParam kSlots;            // NODUS_SLOTS
+extern const IntParam kRoundSlices;     // NODUS_ROUND_SLICES
 extern const IntParam kSpin;             // NODUS_SPIN
 extern const StringParam kHostId;        // NODUS_HOSTID
 extern const StringParam kSocketIfAddr;  // NODUS_BOOTSTRAP_ADDR

@@ -236,7 +236,7 @@ std::string waitingFor(const Task& t) {
 
 Status runTasks(std::span<Task> tasks) {
   for (Task& t : tasks) {
-    t.at.start(*t.plan, t.plan->sliceElems);
+    t.at.start(*t.plan, t.plan->sliceElems, t.plan->roundSlices);
   }
   Gate gate;
   const bool gated = tasks.size() > 1;

@@ -85,25 +85,31 @@ void PlanCursor::enterPhase(const Plan& p, uint64_t sliceElems) {
     phaseSlices_ = std::max(phaseSlices_, (p.steps[i].count + sliceElems - 1) / sliceElems);
   step = begin;
   slice = 0;
+  roundFirst_ = 0;
 }
 
-void PlanCursor::start(const Plan& p, uint64_t sliceElems) {
+void PlanCursor::start(const Plan& p, uint64_t sliceElems, uint32_t group) {
   phase = 0;
   done = false;
+  group_ = std::max<uint32_t>(1, group);
   enterPhase(p, sliceElems);
   settle(p, sliceElems);
 }
 
 void PlanCursor::next(const Plan& p, uint64_t sliceElems) {
+  if (++slice < roundFirst_ + group_ && slice * sliceElems < p.steps[step].count) return;
   ++step;
+  slice = roundFirst_;
   settle(p, sliceElems);
 }
 
 void PlanCursor::settle(const Plan& p, uint64_t sliceElems) {
   for (;;) {
     if (step >= phaseEnd_) {
-      if (++slice < phaseSlices_) {
+      roundFirst_ += group_;
+      if (roundFirst_ < phaseSlices_) {
         step = phase == 0 ? 0 : p.phaseStarts[phase - 1];
+        slice = roundFirst_;
         continue;
       }
       if (++phase > p.phaseStarts.size()) {

@@ -98,21 +98,30 @@ struct Plan {
   // same slice of them (a ring or a tree).
   std::vector<uint32_t> phaseStarts;  // first step of each phase after the first
   uint64_t sliceElems = 1;
+  // Slices of a step the executor takes in a row before the next step
+  // (NODUS_ROUND_SLICES): slice-major in rounds of this many, so a chain of
+  // steps pays its latency once per round rather than once per slice, while
+  // a step never holds more than this many of a connection's slots.
+  uint32_t roundSlices = 1;
   uint64_t maxSlices = 0;  // over all steps
 };
 
-// Where a rank is in a plan, in the order above.
+// Where a rank is in a plan, in the order above: phase by phase; within a
+// phase, round by round (`group` slices a round: Plan::roundSlices); within a
+// round, step by step; within a step, the round's slices in order.
 struct PlanCursor {
   size_t phase = 0;
   size_t step = 0;
   uint64_t slice = 0;
   bool done = false;
-  void start(const Plan& p, uint64_t sliceElems);
+  void start(const Plan& p, uint64_t sliceElems, uint32_t group = 1);
   void next(const Plan& p, uint64_t sliceElems);
 
  private:
   size_t phaseEnd_ = 0;
   uint64_t phaseSlices_ = 0;
+  uint64_t roundFirst_ = 0;  // the round's first slice
+  uint32_t group_ = 1;
   void enterPhase(const Plan& p, uint64_t sliceElems);
   void settle(const Plan& p, uint64_t sliceElems);
 };

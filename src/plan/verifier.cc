@@ -118,7 +118,7 @@ struct RankState {
 class Simulation {
  public:
   Simulation(const VerifyCase& c, const PlanContext& ctx, const std::vector<Plan>& plans)
-      : c_(c), plans_(plans), slots_(ctx.slots ? ctx.slots : 1) {
+      : c_(c), plans_(plans), slots_(ctx.slots ? ctx.slots : 1), roundSlices_(ctx.roundSlices) {
     sliceElems_ = std::max<uint64_t>(1, ctx.sliceBytes / c.typeSize);
   }
 
@@ -129,7 +129,7 @@ class Simulation {
     for (int r = 0; r < p; ++r) {
       layout(r);
       RankState& s = ranks_[r];
-      s.at.start(plans_[r], sliceElems_);
+      s.at.start(plans_[r], sliceElems_, roundSlices_);
       sync(s, plans_[r]);
     }
     // Worklist: a rank runs again only when a message arrives for it or a
@@ -424,6 +424,7 @@ class Simulation {
   const VerifyCase& c_;
   const std::vector<Plan>& plans_;
   uint32_t slots_;
+  uint32_t roundSlices_ = 1;
   uint64_t sliceElems_ = 1;
   std::vector<RankState> ranks_;
   std::unordered_map<uint64_t, std::deque<Pieces>> queues_;
