@@ -121,6 +121,20 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+// In a forked rank: a UTS namespace named `host` (another machine to
+// nodus), nothing forced, tcp over lo, INFO logged to logs/rankN.log.
+bool PoseAsHost(const char* host, const std::string& logs, int rank, RankReport& report) {
+  if (unshare(CLONE_NEWUTS) != 0 || sethostname(host, strlen(host)) != 0) {
+    report.Fail("cannot enter a UTS namespace");
+    return false;
+  }
+  unsetenv("NODUS_TRANSPORT");
+  setenv("NODUS_SOCKET_IFNAME", "lo", 1);
+  setenv("NODUS_DEBUG", "INFO", 1);
+  setenv("NODUS_DEBUG_FILE", (logs + "/rank" + std::to_string(rank) + ".log").c_str(), 1);
+  return true;
+}
+
 // Four ranks, two per UTS namespace hostname: ranks 0 and 1 on "machine" a,
 // 2 and 3 on b. No transport is forced: each rank must pick shm for its
 // neighbour and tcp for the other two, run both in one communicator (and one
@@ -138,15 +152,7 @@ TEST_F(TcpTest, ShmAndTcpInOneCommunicator) {
   ScopedEnv timeout("NODUS_TIMEOUT_MS", "30000");
   RunForkedMatrix(4, seconds(240), MakeMatrix(4, options), [&](int rank, RankReport& report) {
     const char* host = rank < 2 ? "nodus-host-a" : "nodus-host-b";
-    if (unshare(CLONE_NEWUTS) != 0 || sethostname(host, strlen(host)) != 0) {
-      report.Fail("cannot enter a UTS namespace");
-      return false;
-    }
-    unsetenv("NODUS_TRANSPORT");
-    setenv("NODUS_SOCKET_IFNAME", "lo", 1);
-    setenv("NODUS_DEBUG", "INFO", 1);
-    setenv("NODUS_DEBUG_FILE", (logs + "/rank" + std::to_string(rank) + ".log").c_str(), 1);
-    return true;
+    return PoseAsHost(host, logs, rank, report);
   });
   for (int r = 0; r < 4; ++r) {
     const std::string path = logs + "/rank" + std::to_string(r) + ".log";
@@ -180,15 +186,7 @@ TEST_F(TcpTest, VerbsWithoutDeviceFallsBackToTcp) {
   ScopedEnv timeout("NODUS_TIMEOUT_MS", "30000");
   RunForkedMatrix(2, seconds(240), MakeMatrix(2, options), [&](int rank, RankReport& report) {
     const char* host = rank == 0 ? "nodus-host-a" : "nodus-host-b";
-    if (unshare(CLONE_NEWUTS) != 0 || sethostname(host, strlen(host)) != 0) {
-      report.Fail("cannot enter a UTS namespace");
-      return false;
-    }
-    unsetenv("NODUS_TRANSPORT");
-    setenv("NODUS_SOCKET_IFNAME", "lo", 1);
-    setenv("NODUS_DEBUG", "INFO", 1);
-    setenv("NODUS_DEBUG_FILE", (logs + "/rank" + std::to_string(rank) + ".log").c_str(), 1);
-    return true;
+    return PoseAsHost(host, logs, rank, report);
   });
   for (int r = 0; r < 2; ++r) {
     const std::string text = ReadFile(logs + "/rank" + std::to_string(r) + ".log");
