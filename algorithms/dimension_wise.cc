@@ -125,10 +125,11 @@ double dimensionWiseCost(double bytes, const std::vector<int>& sizes, const std:
       chain = std::max(chain, (q - 1) * links[d].alphaUs);
       stepBytes = std::max(stepBytes, len[j] / q);
       // A stage is a phase: it starts once the last one is whole, so its
-      // first slices walk the ring before the links are busy (about half a
-      // hop and slice per step: nodus-sim, 4x4x4 torus, 1-64 MiB).
+      // first slices walk the ring before the links are busy: a hop's
+      // latency and a third of a slice's time per step (nodus-sim: 4x4x4
+      // torus at 128 KiB slices, 1-64 MiB; 16x16x16 at 1 MiB slices, 256 MiB).
       const double slice = std::min<double>(len[j] / q, static_cast<double>(ctx.sliceBytes));
-      fill = std::max(fill, 0.5 * (q - 1) * (links[d].alphaUs + slice * links[d].betaUsPerByte));
+      fill = std::max(fill, (q - 1) * (links[d].alphaUs + slice * links[d].betaUsPerByte / 3));
       busy[2 * d + (links[d].directional && streams[j].backward ? 1 : 0)] += moved * links[d].betaUsPerByte;
       port += moved * portBetaUsPerByte;
       reduced += moved;

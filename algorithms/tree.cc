@@ -225,6 +225,22 @@ double pathLatency(const PlanKey& k, const PlanContext& ctx, const CostModel& m)
   return worst;
 }
 
+// The slowest link any edge of either tree crosses (per byte). A tree puts a
+// flow or two on a leaf's uplinks, not a whole leaf's worth, so
+// oversubscription does not enter; on multi-rank hosts most edges stay
+// inside a host, where shared memory is the slower link.
+double treeBeta(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
+  if (m.topo == nullptr) return m.betaUsPerByte;
+  const DoubleTree dt = makeTrees(k, ctx);
+  double beta = 0;
+  for (int t = 0; t < 2; ++t)
+    for (int pos = 0; pos < k.nranks; ++pos) {
+      const TreeNode n = dt.node(t, pos);
+      if (n.parent >= 0) beta = std::max(beta, m.betaBetween(dt.order[static_cast<size_t>(pos)], n.parent));
+    }
+  return beta > 0 ? beta : m.betaUsPerByte;
+}
+
 double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double bytes = static_cast<double>(k.count) * k.typeSize;
   const double depth = binaryTreeDepth(k.nranks);
@@ -234,7 +250,7 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double round = ctx.sliceBytes ? std::min<double>(bytes / 2, ctx.roundBytes()) : bytes / 2;
   // Each phase: a slice crosses `depth` levels, then the rest streams behind
   // it; an inner node forwards its half to two children.
-  const double beta = m.betaUsPerByte * m.uplinkSharing;
+  const double beta = treeBeta(k, ctx, m);
   // AllReduce: in one plan a rank walks its steps for the first tree before
   // those for the second, so the two trees' chains partly serialise: nodus-sim
   // measured the latency at 1.5x the one-tree path on every fabric.
