@@ -68,9 +68,10 @@ constexpr ParamInfo kParams[] = {
      "Pipelining slice in bytes (at most NODUS_SLOT_BYTES); 0 lets the tuner choose."},
     // Read by the MPI interposer (plugins/mpi, libnodus_mpi.so), listed here so
     // that nodus-info shows every setting; plugins/mpi/src/config.h has the same default.
-    {"NODUS_MPI_MIN_BYTES", ParamType::Int, "1024",
-     "libnodus_mpi: collectives smaller than this (bytes per rank) stay on MPI; the ranks use the "
-     "largest value any of them sets."},
+    {"NODUS_MPI_MIN_BYTES", ParamType::Int, "512",
+     "libnodus_mpi: collectives whose per-rank block is smaller than this stay on MPI (the buffer of "
+     "AllReduce, Reduce and Bcast; one rank's block of Allgather and the reduce-scatters); the ranks use "
+     "the largest value any of them sets."},
     {"NODUS_MPI_VERBOSE", ParamType::Int, "0",
      "libnodus_mpi: 1 reports at MPI_Finalize how many calls and bytes went to nodus and how many fell "
      "back, per collective and reason; 2 also logs each fallback."},

@@ -9,13 +9,14 @@
 namespace nodus::mpi {
 
 struct Config {
-  // Calls smaller than this go to the MPI library. Measured with
-  // bench/mpi_preload_bench.sh -a (nodus at every size beside Open MPI 4.1,
-  // 2 ranks over shared memory; plugins/mpi/README.md): Open MPI's 8-256 B
-  // AllReduce/AllGather take 0.17-0.22 us and nodus' 0.26-0.31 us; nodus
-  // overtakes at 512 B for AllReduce and 1 KiB for AllGather (and for Bcast,
-  // Reduce, Reduce_scatter_block, which it wins there by 1.6-2.2x).
-  static constexpr uint64_t kDefaultMinBytes = 1024;
+  // Calls whose per-rank block is smaller than this go to the MPI library
+  // (Plugin::small says what the block is). Measured with
+  // bench/mpi_preload_bench.sh -a (nodus at every size beside Open MPI 4.1.4,
+  // 2 ranks over shared memory): up to 256 B per rank Open MPI takes 0.2-0.6 us
+  // and nodus 0.1-0.2 us more; at 512 B Open MPI changes protocol and nodus
+  // is 1.3x (AllReduce) to 2.5x (Bcast, Reduce) faster, and Allgather and
+  // Reduce_scatter_block win from 512 B per rank (1 KiB received) by 1.4-1.6x.
+  static constexpr uint64_t kDefaultMinBytes = 512;
 
   uint64_t minBytes = kDefaultMinBytes;  // NODUS_MPI_MIN_BYTES
   int verbose = 0;                       // NODUS_MPI_VERBOSE

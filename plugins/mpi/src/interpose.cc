@@ -186,7 +186,7 @@ int reduceScatter(const void* sendbuf, void* recvbuf, int block, const int* coun
     return viaMpi();
   }
   Reduction r;
-  CommState* s = p->routeReduction(coll, comm, total, type, op, request == nullptr, &r);
+  CommState* s = p->routeReduction(coll, comm, total, type, op, request == nullptr, &r, static_cast<uint64_t>(nranks));
   if (s == nullptr) return viaMpi();
   const int me = s->rank();
   const uint64_t elem = r.bytes / static_cast<uint64_t>(total);  // bytes per MPI element
@@ -326,7 +326,7 @@ int allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* r
   }
   const uint64_t block = static_cast<uint64_t>(recvcount) * rl.size;
   const uint64_t bytes = block * static_cast<uint64_t>(nranks);
-  CommState* s = p->routeMove(coll, comm, bytes, request == nullptr);
+  CommState* s = p->routeMove(coll, comm, bytes, request == nullptr, static_cast<uint64_t>(nranks));
   if (s == nullptr) return viaMpi();
   // MPI requires the signatures to match; a mismatch is MPI's to report.
   if (!inPlace &&
@@ -430,26 +430,46 @@ NODUS_MPI_EXPORT int MPI_Finalize(void) {
 }
 
 // ---- Collectives ------------------------------------------------------------------------------
+// Each entry point first asks whether the call is too small for nodus
+// (Plugin::tooSmall) and if so jumps straight to PMPI_*; the rest of the
+// routing is in the functions above.
+
+namespace {
+// An Allgather is small by one rank's block (its counters count the whole receive buffer).
+bool smallAllgather(Plugin& p, int coll, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  int nranks = 0;
+  return comm != MPI_COMM_NULL && p.commSize(comm, &nranks) && nranks > 0 &&
+         p.tooSmall(coll, recvcount, recvtype, static_cast<uint64_t>(nranks));
+}
+}  // namespace
 
 NODUS_MPI_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                                    MPI_Comm comm) {
+  if (Plugin* p = Plugin::get(); p == nullptr || p->tooSmall(NODUS_MPI_ALLREDUCE, count, datatype))
+    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   return allreduce(sendbuf, recvbuf, count, datatype, op, comm, nullptr);
 }
 
 NODUS_MPI_EXPORT int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                                     MPI_Comm comm, MPI_Request* request) {
-  if (request == nullptr) return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+  if (Plugin* p = Plugin::get();
+      request == nullptr || p == nullptr || p->tooSmall(NODUS_MPI_IALLREDUCE, count, datatype))
+    return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
   return allreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
 NODUS_MPI_EXPORT int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                                 int root, MPI_Comm comm) {
+  if (Plugin* p = Plugin::get(); p == nullptr || p->tooSmall(NODUS_MPI_REDUCE, count, datatype))
+    return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
   return reduce(sendbuf, recvbuf, count, datatype, op, root, comm, nullptr);
 }
 
 NODUS_MPI_EXPORT int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                                  int root, MPI_Comm comm, MPI_Request* request) {
-  if (request == nullptr) return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+  if (Plugin* p = Plugin::get();
+      request == nullptr || p == nullptr || p->tooSmall(NODUS_MPI_IREDUCE, count, datatype))
+    return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
   return reduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
 }
 
@@ -480,23 +500,29 @@ NODUS_MPI_EXPORT int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, con
 }
 
 NODUS_MPI_EXPORT int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  if (Plugin* p = Plugin::get(); p == nullptr || p->tooSmall(NODUS_MPI_BCAST, count, datatype))
+    return PMPI_Bcast(buffer, count, datatype, root, comm);
   return bcast(buffer, count, datatype, root, comm, nullptr);
 }
 
 NODUS_MPI_EXPORT int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
                                 MPI_Request* request) {
-  if (request == nullptr) return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
+  if (Plugin* p = Plugin::get(); request == nullptr || p == nullptr || p->tooSmall(NODUS_MPI_IBCAST, count, datatype))
+    return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
   return bcast(buffer, count, datatype, root, comm, request);
 }
 
 NODUS_MPI_EXPORT int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                    int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  if (Plugin* p = Plugin::get(); p == nullptr || smallAllgather(*p, NODUS_MPI_ALLGATHER, recvcount, recvtype, comm))
+    return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   return allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nullptr);
 }
 
 NODUS_MPI_EXPORT int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                     int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  if (request == nullptr)
+  if (Plugin* p = Plugin::get();
+      request == nullptr || p == nullptr || smallAllgather(*p, NODUS_MPI_IALLGATHER, recvcount, recvtype, comm))
     return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
   return allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }

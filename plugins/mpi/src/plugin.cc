@@ -191,13 +191,13 @@ bool validComm(MPI_Comm comm) { return comm != MPI_COMM_NULL; }
 }  // namespace
 
 CommState* Plugin::routeReductionFurther(int coll, MPI_Comm comm, int64_t count, MPI_Datatype type, MPI_Op op,
-                                         bool blocking, Reduction* out) {
+                                         bool blocking, Reduction* out, uint64_t ranks) {
   if (!validComm(comm) || count < 0) {
     stats_.fallback(coll, NODUS_MPI_FB_ARGS, 0);
     return nullptr;
   }
   int why = types_.reduction(type, op, count, out);
-  if (why < 0 && (out->bytes == 0 || out->bytes < config_.minBytes)) why = NODUS_MPI_FB_SMALL;
+  if (why < 0 && small(out->bytes, out->bytes / ranks, config_.minBytes)) why = NODUS_MPI_FB_SMALL;
   CommState* s = nullptr;
   if (why < 0) {
     s = lookup(comm);

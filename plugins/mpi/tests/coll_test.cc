@@ -112,9 +112,14 @@ class Test {
   // and a count no rank count divides.
   static size_t big(const Type& t) { return std::max<size_t>(4099, 20011 / static_cast<size_t>(t.elemBytes())); }
 
-  Harness::Route expect(bool mapped, int unmappedReason, uint64_t bytes, bool nonBlocking, bool isBarrier = false) {
+  // Where a call should go. `whole` is its size in bytes; `perRank` the block
+  // the threshold compares: the whole buffer of Allreduce, Reduce and Bcast,
+  // one rank's block of Allgather and Reduce_scatter_block, the whole vector
+  // over the rank count for Reduce_scatter.
+  Harness::Route expect(bool mapped, int unmappedReason, uint64_t whole, uint64_t perRank, bool nonBlocking,
+                        bool isBarrier = false) {
     if (!mapped) return Harness::toMpi(unmappedReason);
-    if (!isBarrier && (bytes == 0 || bytes < static_cast<uint64_t>(h_.minBytes())))
+    if (!isBarrier && (whole == 0 || perRank < static_cast<uint64_t>(h_.minBytes())))
       return Harness::toMpi(NODUS_MPI_FB_SMALL);
     if (c_->size == 1) return Harness::toMpi(NODUS_MPI_FB_ONE_RANK);
     // Only a blocking call that is not a barrier creates a nodus communicator.
@@ -179,7 +184,7 @@ class Test {
     for (uint64_t s = 0; s < scalars; ++s) values::put(t, in, s, values::gen(op, t, c_->rank, c_->size, s, seed));
     const std::string desc = what("Allreduce", t, op, count, inPlace, nb);
     const int coll = nb ? NODUS_MPI_IALLREDUCE : NODUS_MPI_ALLREDUCE;
-    const auto route = expect(values::nodusReduces(t, op), NODUS_MPI_FB_OP, bytes, nb);
+    const auto route = expect(values::nodusReduces(t, op), NODUS_MPI_FB_OP, bytes, bytes, nb);
     const auto before = h_.counters(coll);
     const void* sb = inPlace ? MPI_IN_PLACE : send.data();
     int rc;
@@ -209,7 +214,7 @@ class Test {
     for (uint64_t s = 0; s < scalars; ++s) values::put(t, in, s, values::gen(op, t, c_->rank, c_->size, s, seed));
     const std::string desc = what("Reduce", t, op, count, inPlace, nb, root);
     const int coll = nb ? NODUS_MPI_IREDUCE : NODUS_MPI_REDUCE;
-    const auto route = expect(values::nodusReduces(t, op), NODUS_MPI_FB_OP, bytes, nb);
+    const auto route = expect(values::nodusReduces(t, op), NODUS_MPI_FB_OP, bytes, bytes, nb);
     const auto before = h_.counters(coll);
     const void* sb = useInPlace ? MPI_IN_PLACE : send.data();
     // Non-roots pass a buffer MPI must not need: null.
@@ -250,7 +255,7 @@ class Test {
     for (uint64_t s = 0; s < total * per; ++s) values::put(t, in, s, values::gen(op, t, c_->rank, c_->size, s, seed));
     const std::string desc = what("Reduce_scatter_block", t, op, block, inPlace, nb);
     const int coll = nb ? NODUS_MPI_IREDUCE_SCATTER_BLOCK : NODUS_MPI_REDUCE_SCATTER_BLOCK;
-    const auto route = expect(values::nodusReduces(t, op), NODUS_MPI_FB_OP, total * eb, nb);
+    const auto route = expect(values::nodusReduces(t, op), NODUS_MPI_FB_OP, total * eb, block * eb, nb);
     const auto before = h_.counters(coll);
     const void* sb = inPlace ? MPI_IN_PLACE : send.data();
     int rc;
@@ -293,7 +298,8 @@ class Test {
     std::snprintf(shapeName, sizeof shapeName, "Reduce_scatter/shape%d", shape);
     const std::string desc = what(shapeName, t, op, total, inPlace, nb);
     const int coll = nb ? NODUS_MPI_IREDUCE_SCATTER : NODUS_MPI_REDUCE_SCATTER;
-    const auto route = expect(values::nodusReduces(t, op), NODUS_MPI_FB_OP, total * eb, nb);
+    const auto route = expect(values::nodusReduces(t, op), NODUS_MPI_FB_OP, total * eb,
+                              total * eb / static_cast<size_t>(c_->size), nb);
     const auto before = h_.counters(coll);
     const void* sb = inPlace ? MPI_IN_PLACE : send.data();
     int rc;
@@ -332,7 +338,7 @@ class Test {
     const Type t{dt, name, values::Kind::Uint, 1, 1, false};
     const std::string desc = what("Bcast", t, values::Data, count, false, nb, root);
     const int coll = nb ? NODUS_MPI_IBCAST : NODUS_MPI_BCAST;
-    const auto route = expect(true, 0, bytes, nb);
+    const auto route = expect(true, 0, bytes, bytes, nb);
     const auto before = h_.counters(coll);
     int rc;
     if (nb) {
@@ -363,7 +369,7 @@ class Test {
     const Type t{dt, name, values::Kind::Uint, 1, 1, false};
     const std::string desc = what("Allgather", t, values::Data, count, inPlace, nb);
     const int coll = nb ? NODUS_MPI_IALLGATHER : NODUS_MPI_ALLGATHER;
-    const auto route = expect(true, 0, total, nb);
+    const auto route = expect(true, 0, total, block, nb);
     const auto before = h_.counters(coll);
     const void* sb = inPlace ? MPI_IN_PLACE : send.data();
     int rc;
@@ -419,6 +425,16 @@ class Test {
     if (m > 1) allreduce(i8, values::Max, static_cast<size_t>(m - 1), false, false);
     allreduce(i8, values::Max, static_cast<size_t>(std::max(m, 1LL)), false, false);
     allreduce(i8, values::Min, static_cast<size_t>(std::max(m, 1LL)), false, true);
+    // Allgather and Reduce_scatter_block are small by one rank's block, not
+    // by the whole buffer: just below the threshold per rank is MPI's even
+    // though every rank receives more than the threshold in all.
+    const Type u8 = values::find(types_, MPI_UINT8_T);
+    for (bool nb : {false, true}) {
+      if (m > 1) allgather(MPI_BYTE, static_cast<size_t>(m - 1), false, nb);
+      allgather(MPI_BYTE, static_cast<size_t>(std::max(m, 1LL)), nb, nb);
+      if (m > 1) reduceScatterBlock(u8, values::Max, static_cast<size_t>(m - 1), false, nb);
+      reduceScatterBlock(u8, values::Max, static_cast<size_t>(std::max(m, 1LL)), nb, nb);
+    }
     bcast(MPI_BYTE, 0, 0, false);
     allgather(MPI_BYTE, 0, false, false);
   }
@@ -428,7 +444,7 @@ class Test {
     for (bool nb : {false, true}) {
       const std::string desc = what("Barrier", t, values::Data, 0, false, nb);
       const int coll = nb ? NODUS_MPI_IBARRIER : NODUS_MPI_BARRIER;
-      const auto route = expect(true, 0, 0, nb, true);
+      const auto route = expect(true, 0, 0, 0, nb, true);
       const auto before = h_.counters(coll);
       int rc;
       if (nb) {
