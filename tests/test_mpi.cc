@@ -9,7 +9,9 @@
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <gtest/gtest.h>
+#include <hwloc.h>
 #include <mpi.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,8 +19,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collective_check.h"
@@ -75,6 +79,80 @@ class Mpi : public ::testing::Test {
   int nranks_ = 1;
   int failures_ = 0;
 };
+
+// ---- Binding ----------------------------------------------------------------------
+
+// The CPUs this process could run on when main() started (what the launcher gave it).
+std::vector<int> gCpusAtStart;
+
+std::vector<int> CpusOf(pid_t tid) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(tid, sizeof(set), &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  return out;
+}
+
+// Every rank's CPU list, gathered (all ranks of these tests are on one machine).
+std::vector<std::vector<int>> GatherCpus(const std::vector<int>& mine, int nranks) {
+  std::vector<int> flags(static_cast<size_t>(CPU_SETSIZE) * static_cast<size_t>(nranks));
+  std::vector<int> me(CPU_SETSIZE, 0);
+  for (int c : mine) me[static_cast<size_t>(c)] = 1;
+  MPI_Allgather(me.data(), CPU_SETSIZE, MPI_INT, flags.data(), CPU_SETSIZE, MPI_INT, MPI_COMM_WORLD);
+  std::vector<std::vector<int>> out(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (flags[static_cast<size_t>(r) * CPU_SETSIZE + static_cast<size_t>(c)]) out[static_cast<size_t>(r)].push_back(c);
+  return out;
+}
+
+// NODUS_BIND (default auto): processes nothing bound get an even share of
+// the machine's cores each, every thread of them (those started before the
+// communicator too); a launcher's binding is kept; more processes than
+// cores stay free.
+TEST_F(Mpi, ProcessesRunOnTheirShareOfTheMachine) {
+  hwloc_topology_t topo = nullptr;
+  ASSERT_EQ(hwloc_topology_init(&topo), 0);
+  ASSERT_EQ(hwloc_topology_load(topo), 0);
+  const int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+  const int pus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+  hwloc_topology_destroy(topo);
+  const char* mode = std::getenv("NODUS_BIND");
+  const std::string bind = mode && *mode ? mode : "auto";
+  const auto before = GatherCpus(gCpusAtStart, nranks_);
+  const auto now = GatherCpus(CpusOf(0), nranks_);
+  bool allFree = true;
+  for (const auto& b : before) allFree = allFree && static_cast<int>(b.size()) == pus;
+  const bool shared = bind == "core" || (bind == "auto" && allFree);
+  if (shared && nranks_ <= cores) {
+    std::set<int> seen;
+    size_t smallest = SIZE_MAX, largest = 0;
+    for (int r = 0; r < nranks_; ++r) {
+      const auto& cpus = now[static_cast<size_t>(r)];
+      EXPECT_FALSE(cpus.empty());
+      for (int c : cpus) EXPECT_TRUE(seen.insert(c).second) << "CPU " << c << " in the share of two ranks";
+      smallest = std::min(smallest, cpus.size());
+      largest = std::max(largest, cpus.size());
+    }
+    EXPECT_EQ(static_cast<int>(seen.size()), pus) << "the shares cover the machine";
+    EXPECT_LE(largest - smallest, static_cast<size_t>(pus / cores)) << "shares differ by at most a core";
+  } else {
+    EXPECT_EQ(now[static_cast<size_t>(rank_)], before[static_cast<size_t>(rank_)])
+        << "NODUS_BIND=" << bind << ", " << nranks_ << " ranks on " << cores << " cores: the binding must not change";
+  }
+  // Process-wide: every thread, those MPI started before the communicator
+  // included, and one started now.
+  const std::vector<int> mine = CpusOf(0);
+  std::vector<int> fresh;
+  std::thread([&] { fresh = CpusOf(0); }).join();
+  EXPECT_EQ(fresh, mine);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    const pid_t tid = static_cast<pid_t>(std::stol(entry.path().filename().string()));
+    EXPECT_EQ(CpusOf(tid), mine) << "thread " << tid;
+  }
+}
 
 // ---- The matrix ------------------------------------------------------------------
 
@@ -291,6 +369,7 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 }  // namespace nodus_test
 
 int main(int argc, char** argv) {
+  nodus_test::gCpusAtStart = nodus_test::CpusOf(0);
   MPI_Init(&argc, &argv);
   // A wait that never ends becomes an error long before the test driver's limit.
   setenv("NODUS_TIMEOUT_MS", "60000", 0);

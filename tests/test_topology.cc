@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "topo/binding.h"
 #include "topo/fabric.h"
 #include "topo/node.h"
 #include "topo/topology.h"
@@ -133,6 +135,85 @@ TEST(Node, ThisMachineAndMissingXml) {
   Status s = loadNodeXml("/nonexistent/topo.xml", &n);
   EXPECT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("/nonexistent/topo.xml"), std::string::npos) << s.message();
+}
+
+// ---- Binding ---------------------------------------------------------------------
+
+// The NUMA nodes a set of PUs touches.
+std::set<int> numasOf(const NodeInfo& n, const std::vector<int>& pus) {
+  std::set<int> out;
+  for (int pu : pus) out.insert(n.numaOfCpu(pu));
+  return out;
+}
+
+TEST(Binding, CoreSharesAreDisjointEvenAndNumaLocal) {
+  NodeInfo n;
+  ASSERT_TRUE(loadNodeXml(fixture("two-socket-4numa-2nic.xml"), &n).isOk());
+  ASSERT_EQ(n.corePus.size(), 32u);
+  for (int count : {1, 2, 3, 4, 5, 8, 32}) {
+    std::set<int> seen;
+    size_t smallest = SIZE_MAX, largest = 0;
+    for (int i = 0; i < count; ++i) {
+      const std::vector<int> share = bindingShare(n, BindMode::Core, i, count);
+      ASSERT_FALSE(share.empty()) << count;
+      // Whole cores: both hardware threads of each (2 PUs a core here).
+      EXPECT_EQ(share.size() % 2, 0u) << count << " " << i;
+      smallest = std::min(smallest, share.size());
+      largest = std::max(largest, share.size());
+      for (int pu : share) EXPECT_TRUE(seen.insert(pu).second) << "PU " << pu << " in two shares";
+      // 4 processes: one NUMA node each; 8 or 32: inside one.
+      if (count == 4 || count == 8 || count == 32) {
+        EXPECT_EQ(numasOf(n, share).size(), 1u) << count << " " << i;
+      }
+      if (count == 4) {
+        EXPECT_EQ(*numasOf(n, share).begin(), i);
+      }
+    }
+    EXPECT_EQ(seen.size(), 64u) << "every PU in some share";
+    EXPECT_LE(largest - smallest, 2u) << "shares differ by at most a core";
+  }
+  // Auto shares like Core.
+  EXPECT_EQ(bindingShare(n, BindMode::Auto, 1, 4), bindingShare(n, BindMode::Core, 1, 4));
+  // More processes than cores, or none at all: no share.
+  EXPECT_TRUE(bindingShare(n, BindMode::Core, 0, 33).empty());
+  EXPECT_TRUE(bindingShare(n, BindMode::None, 0, 2).empty());
+  EXPECT_TRUE(bindingShare(n, BindMode::Core, 2, 2).empty());
+}
+
+TEST(Binding, NumaSharesAndOneCore) {
+  NodeInfo n;
+  ASSERT_TRUE(loadNodeXml(fixture("two-socket-4numa-2nic.xml"), &n).isOk());
+  for (int i = 0; i < 8; ++i) {
+    const std::vector<int> share = bindingShare(n, BindMode::Numa, i, 8);
+    EXPECT_EQ(share, n.numa[static_cast<size_t>(i / 2)].pus) << i;  // two processes a node
+  }
+  EXPECT_EQ(bindingShare(n, BindMode::Numa, 0, 1).size(), n.numa[0].pus.size());
+  NodeInfo vm;
+  ASSERT_TRUE(loadNodeXml(fixture("one-core-vm.xml"), &vm).isOk());
+  EXPECT_EQ(bindingShare(vm, BindMode::Core, 0, 1).size(), vm.corePus[0].size());
+  EXPECT_TRUE(bindingShare(vm, BindMode::Core, 0, 2).empty());
+}
+
+TEST(Binding, ModesAndMasks) {
+  BindMode m = BindMode::None;
+  EXPECT_TRUE(parseBindMode("", &m).isOk());
+  EXPECT_EQ(m, BindMode::Auto);
+  for (const char* name : {"none", "auto", "core", "numa"}) {
+    ASSERT_TRUE(parseBindMode(name, &m).isOk()) << name;
+    EXPECT_STREQ(bindModeName(m), name);
+  }
+  Status s = parseBindMode("socket", &m);
+  EXPECT_EQ(s.code(), nodusInvalidArgument);
+  EXPECT_NE(s.message().find("NODUS_BIND=socket"), std::string::npos) << s.message();
+  CpuMask a = maskOf({0, 1, 2, 3, 8, 1023, 5000});
+  EXPECT_EQ(a.count(), 6);
+  EXPECT_EQ(a.describe(), "0-3,8,1023");
+  CpuMask b = maskOf({4});
+  b |= a;
+  EXPECT_EQ(b.describe(), "0-4,8,1023");
+  EXPECT_FALSE(a == b);
+  EXPECT_EQ(CpuMask().describe(), "none");
+  EXPECT_GE(currentCpus().count(), 1);
 }
 
 // ---- Fabric files --------------------------------------------------------------------

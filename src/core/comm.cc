@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <span>
@@ -42,6 +43,7 @@ Status CommConfig::fromEnvironment(CommConfig* c) {
   c->algo = param::kAlgo.get();
   c->transport = param::kTransport.get();
   c->directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
+  NODUS_TRY(parseBindMode(param::kBind.get(), &c->bind));
   NODUS_TRY(AlgoSpec::parse(c->algo, &c->algoSpec));
   const int64_t chunk = param::kChunkBytes.get();
   if (chunk < 0) return makeError(nodusInvalidArgument, "NODUS_CHUNK_BYTES must not be negative");
@@ -57,7 +59,7 @@ struct RankInfo {
   char machine[80];  // the machine it really runs on: which transports reach it
   uint64_t fabricFingerprint;
   int32_t numa;
-  int32_t cores;  // cores this process may run on
+  int32_t cores;  // CPUs the ranks of its machine may run on between them
   uint64_t processToken;  // random per process: equal tokens = same process
   int32_t pid;
   uint32_t slots;
@@ -75,11 +77,57 @@ uint64_t processToken() {
   return token;
 }
 
-int coresAvailable() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+// What every rank tells every other first: where it runs and on which CPUs
+// it may, before nodus binds anything (binding needs to know who shares the
+// machine, and the NUMA node a rank reports must be where it will run).
+struct Placement {
+  char machine[80] = {};
+  uint64_t processToken = 0;
+  CpuMask cpus;
+};
+
+// Binds this process to its share of the machine when NODUS_BIND says so
+// (binding.h), at most once per process: later communicators, and
+// subgroups of this one, keep it.
+void bindThisProcess(const CommConfig& cfg, const NodeInfo& node, const std::vector<Placement>& places, int rank,
+                     bool inProcess) {
+  static std::atomic<bool> bound{false};
+  if (cfg.bind == BindMode::None || inProcess || bound.load()) return;
+  const Placement& me = places[static_cast<size_t>(rank)];
+  if (node.source != "this machine") {
+    NODUS_INFO(rank, "NODUS_BIND=%s: not bound (the node is %s, not this machine)", bindModeName(cfg.bind),
+               node.source.c_str());
+    return;
+  }
+  // The processes on this machine, in order of their first rank.
+  std::vector<uint64_t> procs;
+  bool allFree = true;  // nothing bound any of them: each may run anywhere
+  for (const Placement& p : places) {
+    if (strncmp(p.machine, me.machine, sizeof(p.machine)) != 0) continue;
+    if (std::find(procs.begin(), procs.end(), p.processToken) == procs.end()) procs.push_back(p.processToken);
+    allFree = allFree && p.cpus.count() >= node.pus;
+  }
+  if (cfg.bind == BindMode::Auto && !allFree) {
+    NODUS_INFO(rank, "NODUS_BIND=auto: kept the launcher's binding (CPUs %s)", me.cpus.describe().c_str());
+    return;
+  }
+  const int count = static_cast<int>(procs.size());
+  const int index = static_cast<int>(std::find(procs.begin(), procs.end(), me.processToken) - procs.begin());
+  const std::vector<int> share = bindingShare(node, cfg.bind, index, count);
+  if (share.empty()) {
+    NODUS_INFO(rank, "NODUS_BIND=%s: not bound (%d processes on %d cores)", bindModeName(cfg.bind), count,
+               node.cores);
+    return;
+  }
+  Status s = bindProcess(share);
+  if (!s.isOk()) {
+    NODUS_WARN(rank, "NODUS_BIND=%s: could not bind to CPUs %s: %s", bindModeName(cfg.bind),
+               maskOf(share).describe().c_str(), s.message().c_str());
+    return;
+  }
+  bound.store(true);
+  NODUS_INFO(rank, "NODUS_BIND=%s: process %d of %d on this machine bound to CPUs %s (NUMA node %d)",
+             bindModeName(cfg.bind), index, count, maskOf(share).describe().c_str(), node.numaOfCpu(share.front()));
 }
 
 // The host name the topology gives a rank: NODUS_HOSTID (one name, or a
@@ -160,6 +208,20 @@ Status Comm::init(InitOptions& opts) {
   const NodeInfo* node = nullptr;
   NODUS_TRY(localNode(&node));
 
+  std::vector<Placement> places(static_cast<size_t>(nranks_));
+  Placement& place = places[static_cast<size_t>(rank_)];
+  snprintf(place.machine, sizeof(place.machine), "%s", machineId().c_str());
+  place.processToken = processToken();
+  place.cpus = currentCpus();
+  NODUS_TRY(bootstrap_->allGather(places.data(), sizeof(Placement)));
+  // The CPUs the ranks of this machine may use between them: a launcher
+  // that gives each rank a core of its own does not oversubscribe it.
+  CpuMask machineCpus;
+  for (const Placement& p : places)
+    if (strncmp(p.machine, place.machine, sizeof(p.machine)) == 0) machineCpus |= p.cpus;
+  machineCpus_ = std::max(1, machineCpus.count());
+  bindThisProcess(cfg_, *node, places, rank_, opts.inProcess);
+
   std::vector<RankInfo> infos(nranks_);
   RankInfo& me = infos[rank_];
   memset(&me, 0, sizeof(me));
@@ -182,7 +244,7 @@ Status Comm::init(InitOptions& opts) {
   me.forcedTransport = forced;
   me.fabricFingerprint = fabric.fingerprint();
   me.numa = currentNuma(*node);
-  me.cores = coresAvailable();
+  me.cores = machineCpus_;
   NODUS_TRY(bootstrap_->allGather(infos.data(), sizeof(RankInfo)));
   std::vector<std::string> hostOfRank;
   std::vector<int> numaOfRank;
@@ -338,7 +400,7 @@ Status Comm::init(InitOptions& opts) {
   // bring it (measured: 4x less bandwidth on 2 cores).
   bool transportThread = false;
   for (size_t t = 0; t < table.size(); ++t) transportThread |= table[t].ownThread && !peersByTransport[t].empty();
-  const int cores = coresAvailable();
+  const int cores = machineCpus_;
   spin_ = localRanks * (transportThread ? 2 : 1) > cores ? 0 : cfg_.spin;
   NODUS_INFO(rank_, "rank %d of %d on %s: transports %s, %d rank(s) on %d core(s)%s, %u slots of %zu bytes", rank_,
              nranks_, me.host, names.c_str(), localRanks, cores, spin_ ? "" : " (oversubscribed: no spinning)",

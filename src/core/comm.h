@@ -17,6 +17,7 @@
 #include "core/bootstrap.h"
 #include "core/status.h"
 #include "exec/executor.h"
+#include "topo/binding.h"
 #include "topo/topology.h"
 #include "tune/tuner.h"
 #include "transports/transport.h"
@@ -35,6 +36,7 @@ struct CommConfig {
   size_t sliceBytes = 0;  // pipelining slice (NODUS_CHUNK_BYTES, at most a slot)
   std::string transport;
   uint64_t directMaxBytes = 0;
+  BindMode bind = BindMode::Auto;  // NODUS_BIND
   static Status fromEnvironment(CommConfig* out);
 };
 
@@ -111,6 +113,7 @@ class Comm {
   CommConfig cfg_;
   Topology topo_;
   int64_t spin_ = 0;
+  int machineCpus_ = 1;  // CPUs this machine's ranks of the communicator may use between them
   std::unique_ptr<Bootstrap> bootstrap_;
   // This rank's doorbell unless a transport provides one (shm); before the
   // transports, which ring it.

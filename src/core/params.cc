@@ -62,6 +62,10 @@ constexpr ParamInfo kParams[] = {
     {"NODUS_FATTREE", ParamType::String, "",
      "Fabric without a file: a fat-tree, children per switch per level and optional oversubscription "
      "(e.g. 16x8:4x1), hosts in rank order."},
+    {"NODUS_BIND", ParamType::String, "auto",
+     "Which CPUs each process runs on: auto (an even share of the machine's cores each, only when "
+     "nothing bound the processes, e.g. torchrun or mpirun --bind-to none, and there is a core per "
+     "process), core (that share whatever the launcher did), numa (a NUMA node each) or none."},
     {"NODUS_HWLOC_XML", ParamType::String, "",
      "Read the node from this hwloc XML export instead of detecting it (emulates other machines)."},
     {"NODUS_CHUNK_BYTES", ParamType::Int, "0",
@@ -149,6 +153,7 @@ const IntParam kIbGidIndex{lookup("NODUS_IB_GID_INDEX")};
 const StringParam kTopoFile{lookup("NODUS_TOPO_FILE")};
 const StringParam kTorusDims{lookup("NODUS_TORUS_DIMS")};
 const StringParam kFatTree{lookup("NODUS_FATTREE")};
+const StringParam kBind{lookup("NODUS_BIND")};
 const StringParam kHwlocXml{lookup("NODUS_HWLOC_XML")};
 const IntParam kChunkBytes{lookup("NODUS_CHUNK_BYTES")};
 }  // namespace param

@@ -67,6 +67,7 @@ extern const IntParam kIbGidIndex;       // NODUS_IB_GID_INDEX
 extern const StringParam kTopoFile;      // NODUS_TOPO_FILE
 extern const StringParam kTorusDims;     // NODUS_TORUS_DIMS
 extern const StringParam kFatTree;       // NODUS_FATTREE
+extern const StringParam kBind;          // NODUS_BIND
 extern const StringParam kHwlocXml;      // NODUS_HWLOC_XML
 extern const IntParam kChunkBytes;       // NODUS_CHUNK_BYTES
 }  // namespace param

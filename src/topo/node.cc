@@ -4,6 +4,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -75,6 +77,14 @@ Status describeTopology(hwloc_topology_t raw, const char* xml, NodeInfo* out) {
   for (int i = 0; i < n.pus; ++i)
     maxPu = std::max(maxPu, hwloc_get_obj_by_type(raw, HWLOC_OBJ_PU, static_cast<unsigned>(i))->os_index);
   n.numaOfPu.assign(n.pus ? maxPu + 1 : 0, -1);
+  for (int i = 0; i < n.cores; ++i) {
+    hwloc_obj_t core = hwloc_get_obj_by_type(raw, HWLOC_OBJ_CORE, static_cast<unsigned>(i));
+    std::vector<int> pus;
+    unsigned pu;
+    hwloc_bitmap_foreach_begin(pu, core->cpuset) { pus.push_back(static_cast<int>(pu)); }
+    hwloc_bitmap_foreach_end();
+    n.corePus.push_back(std::move(pus));
+  }
   const int nnuma = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_NUMANODE);
   std::vector<hwloc_obj_t> numaObjs;
   for (int i = 0; i < nnuma; ++i) {
@@ -147,21 +157,48 @@ Status loadNodeXml(const std::string& path, NodeInfo* out) {
   return describeTopology(topo.get(), path.c_str(), out);
 }
 
+namespace {
+
+// This machine's topology is loaded once and never destroyed: loading probes
+// PCI (slow), and destroying the last topology would unload hwloc's PCI
+// plugin, orphaning what it keeps allocated for the process.
+std::mutex machineMu;
+hwloc_topology_t machineTopology = nullptr;
+
+Status machine(std::unique_lock<std::mutex>& lock, hwloc_topology_t* out) {
+  lock = std::unique_lock<std::mutex>(machineMu);
+  if (machineTopology == nullptr) {
+    TopologyPtr topo;
+    NODUS_TRY(loadTopology(nullptr, &topo));
+    machineTopology = topo.release();
+  }
+  *out = machineTopology;
+  return Status::ok();
+}
+
+}  // namespace
+
 Status detectNode(NodeInfo* out) {
   const std::string xml = param::kHwlocXml.get();
   if (!xml.empty()) return loadNodeXml(xml, out);
-  // This machine's topology is loaded once and never destroyed: loading
-  // probes PCI (slow), and destroying the last topology would unload hwloc's
-  // PCI plugin, orphaning what it keeps allocated for the process.
-  static std::mutex mu;
-  static hwloc_topology_t machine = nullptr;
-  std::lock_guard<std::mutex> lock(mu);
-  if (machine == nullptr) {
-    TopologyPtr topo;
-    NODUS_TRY(loadTopology(nullptr, &topo));
-    machine = topo.release();
-  }
-  return describeTopology(machine, nullptr, out);
+  std::unique_lock<std::mutex> lock;
+  hwloc_topology_t topo = nullptr;
+  NODUS_TRY(machine(lock, &topo));
+  return describeTopology(topo, nullptr, out);
+}
+
+Status bindProcess(const std::vector<int>& pus) {
+  std::unique_lock<std::mutex> lock;
+  hwloc_topology_t topo = nullptr;
+  NODUS_TRY(machine(lock, &topo));
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  if (set == nullptr) return makeError(nodusSystemError, "hwloc_bitmap_alloc failed");
+  for (int pu : pus) hwloc_bitmap_set(set, static_cast<unsigned>(pu));
+  const int rc = hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_PROCESS);
+  const int err = errno;
+  hwloc_bitmap_free(set);
+  if (rc != 0) return makeError(nodusSystemError, "hwloc_set_cpubind: %s", strerror(err));
+  return Status::ok();
 }
 
 int currentNuma(const NodeInfo& node) { return node.numaOfCpu(sched_getcpu()); }

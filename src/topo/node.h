@@ -34,6 +34,9 @@ struct NodeInfo {
   std::vector<NicInfo> nics;
   // Logical NUMA index of each PU by OS index (-1 where unknown).
   std::vector<int> numaOfPu;
+  // The OS indexes of each core's PUs, cores in hwloc's logical order (the
+  // cores of one NUMA node, and of one package, are consecutive).
+  std::vector<std::vector<int>> corePus;
 
   // NUMA node of a CPU (OS index), 0 when unknown.
   int numaOfCpu(int cpu) const;
@@ -48,5 +51,9 @@ Status loadNodeXml(const std::string& path, NodeInfo* out);
 
 // The NUMA node the calling thread runs on now (0 when unknown).
 int currentNuma(const NodeInfo& node);
+
+// Binds every thread of this process (and those it starts later) to the PUs
+// `pus` (OS indexes) of this machine, through hwloc.
+Status bindProcess(const std::vector<int>& pus);
 
 }  // namespace nodus
