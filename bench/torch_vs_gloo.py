@@ -10,8 +10,10 @@ alternately, on the same tensors. A time is the best of --reps repetitions of
 the average over enough iterations to fill about --min-ms; it is the slowest
 rank's. Bus bandwidth as nccl-tests reports it: all_reduce size/t * 2(p-1)/p,
 all_gather (p * size)/t * (p-1)/p, size being one rank's input. "gloo/nodus" is
-gloo's time over nodus's: how many times faster nodus is. When there is a
-core per process, each process is pinned to one (--no-bind leaves them free).
+gloo's time over nodus's: how many times faster nodus is. nodus binds each
+process to its share of the cores when there is a core per process
+(NODUS_BIND=auto), so gloo, in the same processes, runs bound alike;
+NODUS_BIND=none compares them unbound.
 """
 import argparse
 import json
@@ -59,34 +61,15 @@ def timed(fn, iters, gloo):
     return elapsed.item()
 
 
-def bind(rank, world):
-    """Pins this process to one core of its own, as mpirun --bind-to core does,
-    when there is a core per process. Unpinned, the scheduler stacks both
-    processes on one core after gloo's wake-ups, and whatever runs next pays
-    for it (nodus 8 B all_reduce on 2 processes: 22 us pinned, 50-90 us right
-    after gloo's turn unpinned). Both backends run pinned alike."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if world > len(cpus):
-        return None
-    os.sched_setaffinity(0, {cpus[rank * len(cpus) // world]})
-    return cpus[rank * len(cpus) // world]
-
-
 def run(rank, world, args, port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    if args.bind:
-        bound = bind(rank, world)
-        if rank == 0:
-            print(f"# {world} processes: " + (f"each on a core of its own" if bound is not None
-                                               else "more than cores, not bound"), flush=True)
     dist.init_process_group("nodus", rank=rank, world_size=world)
     gloo = dist.new_group(backend="gloo")
     groups = {"gloo": gloo, "nodus": None}
     # Warm up both backends before the first row (threads started, code and
     # buffers paged in).
     w = torch.ones(2)
-    deadline = time.perf_counter() + args.warmup_s
-    while time.perf_counter() < deadline:
+    for _ in range(args.warmup):  # a count, not a time: every process must make the same calls
         for g in groups.values():
             dist.all_reduce(w, group=g)
     dist.barrier(group=gloo)
@@ -158,9 +141,7 @@ def main():
     ap.add_argument("-r", "--reps", type=int, default=5, help="repetitions, best kept (5)")
     ap.add_argument("--min-ms", type=float, default=100, help="time to fill per repetition (100 ms)")
     ap.add_argument("--max-iters", type=int, default=2000)
-    ap.add_argument("--no-bind", dest="bind", action="store_false",
-                    help="leave processes unpinned (default: a core each when there are enough)")
-    ap.add_argument("--warmup-s", type=float, default=1.0, help="seconds of small calls on both before timing (1)")
+    ap.add_argument("--warmup", type=int, default=500, help="small calls on both before timing (500)")
     ap.add_argument("--json", help="also write the rows to JSON.npN")
     args = ap.parse_args()
     torch.set_num_threads(1)
