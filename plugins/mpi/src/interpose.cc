@@ -435,8 +435,9 @@ NODUS_MPI_EXPORT int MPI_Finalize(void) {
 // routing is in the functions above.
 
 namespace {
-// An Allgather is small by one rank's block (its counters count the whole receive buffer).
-bool smallAllgather(Plugin& p, int coll, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+// Allgather and Reduce_scatter_block are small by one rank's block (their
+// counters count the whole buffer).
+bool smallBlocks(Plugin& p, int coll, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   int nranks = 0;
   return comm != MPI_COMM_NULL && p.commSize(comm, &nranks) && nranks > 0 &&
          p.tooSmall(coll, recvcount, recvtype, static_cast<uint64_t>(nranks));
@@ -475,13 +476,17 @@ NODUS_MPI_EXPORT int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, 
 
 NODUS_MPI_EXPORT int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
                                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  if (Plugin* p = Plugin::get();
+      p == nullptr || smallBlocks(*p, NODUS_MPI_REDUCE_SCATTER_BLOCK, recvcount, datatype, comm))
+    return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
   return reduceScatter(sendbuf, recvbuf, recvcount, nullptr, datatype, op, comm, nullptr);
 }
 
 NODUS_MPI_EXPORT int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
                                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                                                MPI_Request* request) {
-  if (request == nullptr)
+  if (Plugin* p = Plugin::get(); request == nullptr || p == nullptr ||
+                                 smallBlocks(*p, NODUS_MPI_IREDUCE_SCATTER_BLOCK, recvcount, datatype, comm))
     return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
   return reduceScatter(sendbuf, recvbuf, recvcount, nullptr, datatype, op, comm, request);
 }
@@ -514,7 +519,7 @@ NODUS_MPI_EXPORT int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, 
 
 NODUS_MPI_EXPORT int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                    int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  if (Plugin* p = Plugin::get(); p == nullptr || smallAllgather(*p, NODUS_MPI_ALLGATHER, recvcount, recvtype, comm))
+  if (Plugin* p = Plugin::get(); p == nullptr || smallBlocks(*p, NODUS_MPI_ALLGATHER, recvcount, recvtype, comm))
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   return allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nullptr);
 }
@@ -522,7 +527,7 @@ NODUS_MPI_EXPORT int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datat
 NODUS_MPI_EXPORT int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                     int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   if (Plugin* p = Plugin::get();
-      request == nullptr || p == nullptr || smallAllgather(*p, NODUS_MPI_IALLGATHER, recvcount, recvtype, comm))
+      request == nullptr || p == nullptr || smallBlocks(*p, NODUS_MPI_IALLGATHER, recvcount, recvtype, comm))
     return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
   return allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
