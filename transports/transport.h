@@ -78,6 +78,14 @@ struct Connections {
   std::vector<Doorbell*> peerDoorbells;  // rung on abort; null for unconnected peers
 };
 
+// What the executor's thread is doing with a communicator's connections
+// (Transport::callerPolling).
+enum class CallerPolling {
+  Polls,   // it runs a collective and polls every connection it waits on itself
+  Sleeps,  // it waits for a doorbell: whatever moves the data now must not wait for it
+  Done,    // the collective ended: only what it left unsent still has to move
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -91,6 +99,12 @@ class Transport {
   // This rank failed or aborted: let the peers know, for transports whose
   // peers cannot see the rank's doorbell (closing sockets ends their waits).
   virtual void notifyFailure() {}
+  // For transports with a thread of their own (the net proxy), on machines
+  // where that thread would take the core the executor polls on: while the
+  // executor polls, it moves the data itself and the thread can stand aside
+  // rather than wake for every message (each wake-up is a context switch on
+  // the executor's core). Called only when the communicator decided so.
+  virtual void callerPolling(CallerPolling) {}
 };
 
 }  // namespace nodus

@@ -93,6 +93,11 @@ class Comm {
   // Whether `peer` is alive and has not failed (checked only while waiting on it).
   Status checkPeer(int peer);
   int64_t spin() const { return spin_; }
+  // Tells the transports whose threads stand aside while the executor polls
+  // (Transport::callerPolling); a no-op where there are none.
+  void callerPolling(CallerPolling state) {
+    for (Transport* t : callerPolled_) t->callerPolling(state);
+  }
   // A few bytes Barrier reduces (operations of one communicator run one at a time).
   std::byte* barrierBuffer() { return barrierBuf_; }
 
@@ -121,6 +126,7 @@ class Comm {
   // Indexed like the transport table; null for transports no rank uses.
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<int> peerTransport_;  // table index per peer, -1 for this rank
+  std::vector<Transport*> callerPolled_;  // of transports_: see callerPolling()
   Connections conns_;
   std::vector<int> peers_;
 

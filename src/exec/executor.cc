@@ -232,12 +232,31 @@ std::string waitingFor(const Task& t) {
   return w;
 }
 
+// Tells the communicators of a batch what this thread does with their
+// connections (Comm::callerPolling): polls from construction, Done at the end.
+class PollingScope {
+ public:
+  explicit PollingScope(std::span<Task> tasks) {
+    for (Task& t : tasks)
+      if (std::find(comms_.begin(), comms_.end(), t.comm) == comms_.end()) comms_.push_back(t.comm);
+    set(CallerPolling::Polls);
+  }
+  ~PollingScope() { set(CallerPolling::Done); }
+  void set(CallerPolling state) {
+    for (Comm* c : comms_) c->callerPolling(state);
+  }
+
+ private:
+  std::vector<Comm*> comms_;
+};
+
 }  // namespace
 
 Status runTasks(std::span<Task> tasks) {
   for (Task& t : tasks) {
     t.at.start(*t.plan, t.plan->sliceElems, t.plan->roundSlices);
   }
+  PollingScope polling(tasks);
   Gate gate;
   const bool gated = tasks.size() > 1;
   if (gated) gate.init(tasks);
@@ -316,6 +335,7 @@ Status runTasks(std::span<Task> tasks) {
     // Sleep until a peer rings (several communicators: each is rung by its own
     // peers, so sleep on one with a short timeout).
     Doorbell* bell = comm.doorbell();
+    polling.set(CallerPolling::Sleeps);
     bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seq = bell->seq.load(std::memory_order_seq_cst);
     const bool movedNow = pass(&allDone);
@@ -324,6 +344,7 @@ Status runTasks(std::span<Task> tasks) {
       bell->sleep(seq, std::max<int64_t>(1, std::min(tasks.size() > 1 ? 1000 : kSleepUs, leftUs)));
     }
     bell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    polling.set(CallerPolling::Polls);
     if (!err.isOk()) return fail(err);
     if (allDone) return Status::ok();
     if (movedNow) idle = 0;

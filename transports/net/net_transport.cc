@@ -204,10 +204,13 @@ class NetTransport final : public Transport {
     wakeFd_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (!wakeFd_.valid()) return systemError("eventfd");
     epollFd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
-    if (!epollFd_.valid()) return systemError("epoll_create1");
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    if (epoll_ctl(epollFd_.get(), EPOLL_CTL_ADD, wakeFd_.get(), &ev) != 0) return systemError("epoll_ctl(eventfd)");
+    parkFd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
+    if (!epollFd_.valid() || !parkFd_.valid()) return systemError("epoll_create1");
+    for (const Fd* set : {&epollFd_, &parkFd_}) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      if (epoll_ctl(set->get(), EPOLL_CTL_ADD, wakeFd_.get(), &ev) != 0) return systemError("epoll_ctl(eventfd)");
+    }
     // Edge-triggered, each direction for what it waits on (a send socket
     // would otherwise wake the proxy for every ACK): the proxy always works a
     // socket until it would block.
@@ -266,6 +269,32 @@ class NetTransport final : public Transport {
     if (!nothingToReceive && !noSlotToSend) return Status::ok();
     std::lock_guard<std::mutex> lock(p->mu);
     return Status(p->error.code(), "rank " + std::to_string(peer) + " over " + name_ + ": " + p->error.message());
+  }
+
+  // While the executor polls, the proxy sleeps on its eventfd alone (parkFd_):
+  // the sockets' edges stay queued in epollFd_'s ready list, so none is lost,
+  // and the proxy takes them up once the executor stops polling.
+  void callerPolling(CallerPolling state) override {
+    if (!proxy_.joinable()) return;
+    callerPolls_.store(state == CallerPolling::Polls, std::memory_order_seq_cst);
+    if (state == CallerPolling::Polls || proxyBell_.sleepers.load(std::memory_order_seq_cst) == 0) return;
+    // A collective that ended with everything sent needs nobody until the
+    // next one (which polls again); one that left data unsent, or an
+    // executor about to sleep, needs the proxy on the sockets now.
+    if (state == CallerPolling::Done && nothingUnsent()) return;
+    wake();
+  }
+
+  // allSent() for the executor's thread: from the rings' shared counters
+  // (the ring's tail is the proxy's sendDone).
+  bool nothingUnsent() const {
+    for (const auto& p : peers_) {
+      const RingHeader* h = p->sendRing.header();
+      if (!p->failed.load(std::memory_order_acquire) &&
+          h->tail.load(std::memory_order_acquire) != h->head.load(std::memory_order_acquire))
+        return false;
+    }
+    return true;
   }
 
   void notifyFailure() override {
@@ -392,8 +421,12 @@ class NetTransport final : public Transport {
       }
       // A skipped peer may have had its socket's edge taken while the
       // executor held it: look again soon rather than at the next edge.
+      // Read after announcing the sleep: callerPolling() sets it first and
+      // then looks for sleepers (Dekker), so a parked proxy is always woken.
+      const bool parked = callerPolls_.load(std::memory_order_seq_cst);
       if (!movedNow)
-        epoll_wait(epollFd_.get(), events, 64, skipped ? 1 : stop_.load(std::memory_order_acquire) ? 10 : 1000);
+        epoll_wait(parked ? parkFd_.get() : epollFd_.get(), events, 64,
+                   skipped ? 1 : stop_.load(std::memory_order_acquire) ? 10 : 1000);
       proxyBell_.sleepers.fetch_sub(1, std::memory_order_seq_cst);
       uint64_t count = 0;
       ssize_t ignored = read(wakeFd_.get(), &count, sizeof(count));
@@ -414,6 +447,8 @@ class NetTransport final : public Transport {
   Doorbell proxyBell_;  // process-local: its wakeFd is the eventfd the proxy epolls
   Doorbell quietBell_;  // what the rings ring: nobody sleeps on it (the connections wake the proxy)
   Fd wakeFd_, epollFd_;
+  Fd parkFd_;  // the eventfd alone: where the proxy sleeps while the executor polls
+  std::atomic<bool> callerPolls_{false};
   std::atomic<bool> stop_{false};
   std::thread proxy_;  // last: joined (in the destructor) before anything it uses goes away
 };
