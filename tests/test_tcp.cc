@@ -171,7 +171,8 @@ TEST_F(TcpTest, ShmAndTcpInOneCommunicator) {
 // Two ranks on two "machines" (UTS namespaces) with nothing forced: verbs
 // comes first in the table for other hosts, but this host has no RDMA device
 // (or no libibverbs), so each rank says so in one INFO line and tcp carries
-// the pair. Skipped where a device is up (verbs would then be right).
+// the pair. Skipped where a device is up (verbs would then be right). Both
+// run under this one kernel, so they share its CPUs.
 TEST_F(TcpTest, VerbsWithoutDeviceFallsBackToTcp) {
   if (!CanMakeUtsNamespace()) GTEST_SKIP() << "cannot make a UTS namespace here (needs CAP_SYS_ADMIN)";
   if (access("/sys/class/infiniband", F_OK) == 0) GTEST_SKIP() << "this host has RDMA devices";
@@ -191,6 +192,10 @@ TEST_F(TcpTest, VerbsWithoutDeviceFallsBackToTcp) {
   for (int r = 0; r < 2; ++r) {
     const std::string text = ReadFile(logs + "/rank" + std::to_string(r) + ".log");
     EXPECT_NE(text.find("transports tcp(1)"), std::string::npos) << "rank " << r << ":\n" << text.substr(0, 2000);
+    // Two machines to the transports, one kernel's CPUs to share: each rank
+    // counts both ranks when it decides whether to spin and bind.
+    EXPECT_NE(text.find("transports tcp(1), 2 rank(s) on"), std::string::npos)
+        << "rank " << r << " did not count the other host's rank as sharing its CPUs:\n" << text.substr(0, 2000);
     const size_t said = text.find("verbs: not used for rank");
     EXPECT_NE(said, std::string::npos) << "rank " << r << " did not log the fallback:\n" << text.substr(0, 2000);
     EXPECT_EQ(text.find("verbs: not used", said + 1), std::string::npos) << "more than one fallback line:\n" << text;

@@ -59,7 +59,8 @@ struct RankInfo {
   char machine[80];  // the machine it really runs on: which transports reach it
   uint64_t fabricFingerprint;
   int32_t numa;
-  int32_t cores;  // CPUs the ranks of its machine may run on between them
+  int32_t cores;        // CPUs the ranks under its kernel may run on between them
+  int32_t kernelRanks;  // the ranks of the communicator under its kernel
   uint64_t processToken;  // random per process: equal tokens = same process
   int32_t pid;
   uint32_t slots;
@@ -81,7 +82,10 @@ uint64_t processToken() {
 // it may, before nodus binds anything (binding needs to know who shares the
 // machine, and the NUMA node a rank reports must be where it will run).
 struct Placement {
-  char machine[80] = {};
+  // The kernel it runs under (boot id): processes of one kernel share its
+  // CPUs, even where UTS namespaces make them different machines to the
+  // transports (the netns harness: four "hosts" on this machine's 2 cores).
+  char kernel[40] = {};
   uint64_t processToken = 0;
   CpuMask cpus;
 };
@@ -99,11 +103,11 @@ void bindThisProcess(const CommConfig& cfg, const NodeInfo& node, const std::vec
                node.source.c_str());
     return;
   }
-  // The processes on this machine, in order of their first rank.
+  // The processes sharing this kernel's CPUs, in order of their first rank.
   std::vector<uint64_t> procs;
   bool allFree = true;  // nothing bound any of them: each may run anywhere
   for (const Placement& p : places) {
-    if (strncmp(p.machine, me.machine, sizeof(p.machine)) != 0) continue;
+    if (strncmp(p.kernel, me.kernel, sizeof(p.kernel)) != 0) continue;
     if (std::find(procs.begin(), procs.end(), p.processToken) == procs.end()) procs.push_back(p.processToken);
     allFree = allFree && p.cpus.count() >= node.pus;
   }
@@ -153,6 +157,19 @@ Status hostIdOfRank(int rank, char* out, size_t size) {
                      id.c_str(), rank, size - 1);
   snprintf(out, size, "%s", id.c_str());
   return Status::ok();
+}
+
+// The kernel this process runs under: its boot id (the hostname where
+// /proc does not say).
+std::string kernelId() {
+  char boot[40] = {};
+  if (FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    if (!fgets(boot, sizeof(boot), f)) boot[0] = '\0';
+    fclose(f);
+  }
+  boot[strcspn(boot, "\n")] = '\0';
+  if (boot[0] == '\0') gethostname(boot, sizeof(boot) - 1);
+  return boot;
 }
 
 // This machine as transports see it: the kernel's hostname (a UTS namespace
@@ -210,15 +227,19 @@ Status Comm::init(InitOptions& opts) {
 
   std::vector<Placement> places(static_cast<size_t>(nranks_));
   Placement& place = places[static_cast<size_t>(rank_)];
-  snprintf(place.machine, sizeof(place.machine), "%s", machineId().c_str());
+  snprintf(place.kernel, sizeof(place.kernel), "%s", kernelId().c_str());
   place.processToken = processToken();
   place.cpus = currentCpus();
   NODUS_TRY(bootstrap_->allGather(places.data(), sizeof(Placement)));
-  // The CPUs the ranks of this machine may use between them: a launcher
+  // The CPUs the ranks under this kernel may use between them: a launcher
   // that gives each rank a core of its own does not oversubscribe it.
   CpuMask machineCpus;
+  kernelRanks_ = 0;
   for (const Placement& p : places)
-    if (strncmp(p.machine, place.machine, sizeof(p.machine)) == 0) machineCpus |= p.cpus;
+    if (strncmp(p.kernel, place.kernel, sizeof(p.kernel)) == 0) {
+      machineCpus |= p.cpus;
+      ++kernelRanks_;
+    }
   machineCpus_ = std::max(1, machineCpus.count());
   bindThisProcess(cfg_, *node, places, rank_, opts.inProcess);
 
@@ -245,6 +266,7 @@ Status Comm::init(InitOptions& opts) {
   me.fabricFingerprint = fabric.fingerprint();
   me.numa = currentNuma(*node);
   me.cores = machineCpus_;
+  me.kernelRanks = kernelRanks_;
   NODUS_TRY(bootstrap_->allGather(infos.data(), sizeof(RankInfo)));
   std::vector<std::string> hostOfRank;
   std::vector<int> numaOfRank;
@@ -260,13 +282,7 @@ Status Comm::init(InitOptions& opts) {
   NODUS_TRY(Topology::build(fabric, hostOfRank, numaOfRank, &topo_));
   // Computed from what every rank reported, so every rank prices algorithms
   // alike (they must all choose the same one).
-  std::map<std::string, std::pair<int, int>> perMachine;  // ranks, fewest cores
-  for (const RankInfo& info : infos) {
-    auto& [ranks, cores] = perMachine.try_emplace(info.machine, 0, info.cores).first->second;
-    ++ranks;
-    cores = std::min(cores, static_cast<int>(info.cores));
-  }
-  for (const auto& [machine, rc] : perMachine) topo_.oversubscribed |= rc.first > rc.second;
+  for (const RankInfo& info : infos) topo_.oversubscribed |= info.kernelRanks > info.cores;
   for (int r = 0; r < nranks_; ++r) {
     if (infos[r].forcedTransport != forced)
       return makeError(nodusInvalidUsage, "rank %d forces NODUS_TRANSPORT=%s but rank %d %s%s: every rank must force the same one",
@@ -306,13 +322,11 @@ Status Comm::init(InitOptions& opts) {
   const std::span<const TransportEntry> table = transportTable();
   std::vector<std::vector<int>> peersByTransport(table.size());
   peerTransport_.assign(static_cast<size_t>(nranks_), -1);
-  int localRanks = 0;
   uint32_t unusableSaid = 0;
   for (int r = 0; r < nranks_; ++r) {
     PeerPlacement where;
     where.sameHost = strncmp(infos[r].machine, me.machine, sizeof(me.machine)) == 0;
     where.sameProcess = opts.inProcess && where.sameHost && infos[r].processToken == me.processToken;
-    localRanks += where.sameHost;
     if (r == rank_) continue;
     int pick = -1;
     for (size_t t = 0; t < table.size() && pick < 0; ++t) {
@@ -403,11 +417,11 @@ Status Comm::init(InitOptions& opts) {
   const int cores = machineCpus_;
   callerPolled_.clear();
   for (size_t t = 0; t < table.size(); ++t)
-    if (table[t].ownThread && !peersByTransport[t].empty() && localRanks * 2 > cores)
+    if (table[t].ownThread && !peersByTransport[t].empty() && kernelRanks_ * 2 > cores)
       callerPolled_.push_back(transports_[t].get());
-  spin_ = localRanks > cores ? 0 : cfg_.spin;
+  spin_ = kernelRanks_ > cores ? 0 : cfg_.spin;
   NODUS_INFO(rank_, "rank %d of %d on %s: transports %s, %d rank(s) on %d core(s)%s%s, %u slots of %zu bytes", rank_,
-             nranks_, me.host, names.c_str(), localRanks, cores, spin_ ? "" : " (oversubscribed: no spinning)",
+             nranks_, me.host, names.c_str(), kernelRanks_, cores, spin_ ? "" : " (oversubscribed: no spinning)",
              callerPolled_.empty() ? "" : " (no core to spare: the executor polls the network itself)", cfg_.slots,
              cfg_.slotBytes);
   if (rank_ == 0) NODUS_INFO(rank_, "topology:\n%s", topo_.describe().c_str());

@@ -118,7 +118,8 @@ class Comm {
   CommConfig cfg_;
   Topology topo_;
   int64_t spin_ = 0;
-  int machineCpus_ = 1;  // CPUs this machine's ranks of the communicator may use between them
+  int machineCpus_ = 1;  // CPUs the communicator's ranks under this kernel may use between them
+  int kernelRanks_ = 1;  // the communicator's ranks under this kernel (they share machineCpus_)
   std::unique_ptr<Bootstrap> bootstrap_;
   // This rank's doorbell unless a transport provides one (shm); before the
   // transports, which ring it.

@@ -243,11 +243,14 @@ class PollingScope {
   }
   ~PollingScope() { set(CallerPolling::Done); }
   void set(CallerPolling state) {
+    if (state == state_) return;
+    state_ = state;
     for (Comm* c : comms_) c->callerPolling(state);
   }
 
  private:
   std::vector<Comm*> comms_;
+  CallerPolling state_ = CallerPolling::Done;
 };
 
 }  // namespace
@@ -292,6 +295,7 @@ Status runTasks(std::span<Task> tasks) {
     if (allDone) return Status::ok();
     if (moved) {
       idle = 0;
+      polling.set(CallerPolling::Polls);
       continue;
     }
     if (idle == 0) lastProgress = Clock::now();
@@ -344,7 +348,6 @@ Status runTasks(std::span<Task> tasks) {
       bell->sleep(seq, std::max<int64_t>(1, std::min(tasks.size() > 1 ? 1000 : kSleepUs, leftUs)));
     }
     bell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    polling.set(CallerPolling::Polls);
     if (!err.isOk()) return fail(err);
     if (allDone) return Status::ok();
     if (movedNow) idle = 0;
