@@ -53,7 +53,15 @@ struct CostModel {
   // host, else software overhead plus the fabric latency of every link crossed.
   const Topology* topo = nullptr;
   double softwareUs = 2.0, hopUs = 1.0;
+  // What a hand-off between two ranks of one host adds to an algorithm in
+  // which every rank has a single step that streams (a chain): no rank ever
+  // waits for an answer, so back-to-back calls overlap and a hand-off costs
+  // its share of the CPUs rather than a wake-up. intraAlphaUs unless the
+  // host is oversubscribed.
+  double streamHandoffUs = 0.5;
   double alphaBetween(int a, int b) const;
+  // alphaBetween for such a streaming step: streamHandoffUs inside a host.
+  double streamAlphaBetween(int a, int b) const;
   // Per-byte cost of the link from rank a to rank b (intra- or inter-host).
   double betaBetween(int a, int b) const;
   // Per-byte cost of rank's transfer to partnerOf(rank) when every rank of

@@ -56,9 +56,10 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double p = k.nranks;
   const std::vector<int> order = ringOrder(ctx, k.nranks);
   // The first slice crosses every hop of the chain once: the sum of their
-  // latencies (a rank has one step, so later slices stream behind it).
+  // latencies (a rank has one step, so later slices stream behind it, and
+  // on an oversubscribed host so do the next calls: streamAlphaBetween).
   double chain = 0;
-  for (size_t i = 0; i + 1 < order.size(); ++i) chain += m.alphaBetween(order[i], order[i + 1]);
+  for (size_t i = 0; i + 1 < order.size(); ++i) chain += m.streamAlphaBetween(order[i], order[i + 1]);
   const double bytes = static_cast<double>(k.count) * k.typeSize;
   const double slice = ctx.sliceBytes ? std::min<double>(bytes, ctx.sliceBytes) : bytes;
   // Pipeline fill (p-2 slices) plus the whole message over one link.
