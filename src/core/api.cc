@@ -182,7 +182,7 @@ nodusResult_t launch(nodusComm_t comm, const Call& c, nodusRequest_t* request) {
   } else if (request) {
     s = comm->impl->enqueue({std::move(task)});
   } else {
-    s = comm->impl->runBlocking({std::move(task)});
+    s = comm->impl->runBlocking(std::move(task));
   }
   if (!s.isOk()) return fail(comm, s);
   if (request) *request = new nodusRequest{std::move(req), comm};

@@ -500,6 +500,7 @@ Status Comm::scratch(size_t bytes, std::byte** out) {
 }
 
 Status Comm::failure() const {
+  if (!failed_.load(std::memory_order_acquire)) return Status::ok();  // every call asks: no lock then
   std::lock_guard<std::mutex> lock(errMu_);
   return failure_;
 }
@@ -507,6 +508,7 @@ Status Comm::failure() const {
 void Comm::recordFailure(const Status& s) {
   std::lock_guard<std::mutex> lock(errMu_);
   if (failure_.isOk()) failure_ = s;
+  failed_.store(!failure_.isOk(), std::memory_order_release);
 }
 
 void Comm::notifyPeersOfFailure() {
@@ -558,6 +560,27 @@ Status Comm::runBlocking(std::vector<Task> tasks) {
   }
   if (waitFor) return waitFor->wait();
   Status s = runTasks(tasks);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+  cv_.notify_all();
+  return s;
+}
+
+Status Comm::runBlocking(Task&& task) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    NODUS_TRY(usable(*this));
+    if (!queue_.empty() || busy_) {
+      lock.unlock();
+      std::vector<Task> batch;
+      batch.push_back(std::move(task));
+      return runBlocking(std::move(batch));
+    }
+    busy_ = true;
+  }
+  Status s = runTasks(std::span<Task>(&task, 1));
   {
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = false;

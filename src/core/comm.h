@@ -66,6 +66,7 @@ class Comm {
   // Runs `tasks` (all of this communicator) in issue order: inline when
   // nothing is queued, else after the queued work. Blocks until done.
   Status runBlocking(std::vector<Task> tasks);
+  Status runBlocking(Task&& task);  // one call: no batch to allocate when nothing is queued
   // Queues `tasks` for the progress thread; each task's request completes.
   Status enqueue(std::vector<Task> tasks);
   // Runs queued work on the calling thread while `r` is not done and nothing
@@ -147,6 +148,7 @@ class Comm {
   std::atomic<bool> aborted_{false};
   mutable std::mutex errMu_;
   Status failure_;
+  std::atomic<bool> failed_{false};  // failure_ holds an error (set under errMu_)
   std::string lastError_, lastErrorCopy_;
 };
 

@@ -236,20 +236,21 @@ std::string waitingFor(const Task& t) {
 // connections (Comm::callerPolling): polls from construction, Done at the end.
 class PollingScope {
  public:
-  explicit PollingScope(std::span<Task> tasks) {
-    for (Task& t : tasks)
-      if (std::find(comms_.begin(), comms_.end(), t.comm) == comms_.end()) comms_.push_back(t.comm);
-    set(CallerPolling::Polls);
-  }
+  explicit PollingScope(std::span<Task> tasks) : tasks_(tasks) { set(CallerPolling::Polls); }
   ~PollingScope() { set(CallerPolling::Done); }
   void set(CallerPolling state) {
     if (state == state_) return;
     state_ = state;
-    for (Comm* c : comms_) c->callerPolling(state);
+    // Each communicator once (a batch rarely holds more than one).
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      bool seen = false;
+      for (size_t j = 0; j < i && !seen; ++j) seen = tasks_[j].comm == tasks_[i].comm;
+      if (!seen) tasks_[i].comm->callerPolling(state);
+    }
   }
 
  private:
-  std::vector<Comm*> comms_;
+  std::span<Task> tasks_;
   CallerPolling state_ = CallerPolling::Done;
 };
 
