@@ -105,6 +105,10 @@ class Transport {
   // rather than wake for every message (each wake-up is a context switch on
   // the executor's core). Called only when the communicator decided so.
   virtual void callerPolling(CallerPolling) {}
+  // While it polls (CallerPolling::Polls), the executor found nothing to do
+  // on the connections it waits on: move what else is pending (a send to a
+  // peer it has moved on from), since the thread stands aside.
+  virtual void callerIdle() {}
 };
 
 }  // namespace nodus

@@ -99,6 +99,9 @@ class Comm {
   void callerPolling(CallerPolling state) {
     for (Transport* t : callerPolled_) t->callerPolling(state);
   }
+  void callerIdle() {
+    for (Transport* t : callerPolled_) t->callerIdle();
+  }
   // A few bytes Barrier reduces (operations of one communicator run one at a time).
   std::byte* barrierBuffer() { return barrierBuf_; }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <climits>
 #include <ctime>
@@ -236,21 +237,38 @@ std::string waitingFor(const Task& t) {
 // connections (Comm::callerPolling): polls from construction, Done at the end.
 class PollingScope {
  public:
-  explicit PollingScope(std::span<Task> tasks) : tasks_(tasks) { set(CallerPolling::Polls); }
+  explicit PollingScope(std::span<Task> tasks) {
+    // Each communicator once; a batch rarely holds more than one, so the
+    // first few need no allocation.
+    for (const Task& t : tasks) {
+      if (std::find(comms_.begin(), comms_.begin() + inlined_, t.comm) != comms_.begin() + inlined_ ||
+          std::find(more_.begin(), more_.end(), t.comm) != more_.end())
+        continue;
+      if (inlined_ < comms_.size()) comms_[inlined_++] = t.comm;
+      else more_.push_back(t.comm);
+    }
+    set(CallerPolling::Polls);
+  }
   ~PollingScope() { set(CallerPolling::Done); }
   void set(CallerPolling state) {
     if (state == state_) return;
     state_ = state;
-    // Each communicator once (a batch rarely holds more than one).
-    for (size_t i = 0; i < tasks_.size(); ++i) {
-      bool seen = false;
-      for (size_t j = 0; j < i && !seen; ++j) seen = tasks_[j].comm == tasks_[i].comm;
-      if (!seen) tasks_[i].comm->callerPolling(state);
-    }
+    each([state](Comm* c) { c->callerPolling(state); });
+  }
+  void idle() {
+    if (state_ == CallerPolling::Polls) each([](Comm* c) { c->callerIdle(); });
   }
 
  private:
-  std::span<Task> tasks_;
+  template <typename F>
+  void each(F f) {
+    for (size_t i = 0; i < inlined_; ++i) f(comms_[i]);
+    for (Comm* c : more_) f(c);
+  }
+
+  std::array<Comm*, 4> comms_{};
+  size_t inlined_ = 0;
+  std::vector<Comm*> more_;
   CallerPolling state_ = CallerPolling::Done;
 };
 
@@ -301,6 +319,7 @@ Status runTasks(std::span<Task> tasks) {
     }
     if (idle == 0) lastProgress = Clock::now();
     ++idle;
+    if (idle % 64 == 0) polling.idle();
     if (idle < spinLimit) {
       __builtin_ia32_pause();
       continue;

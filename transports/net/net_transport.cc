@@ -285,6 +285,16 @@ class NetTransport final : public Transport {
     wake();
   }
 
+  // While the executor polls, a frame half-sent to a peer it no longer
+  // posts to (a direct exchange moved on to the next peer) moves only here.
+  void callerIdle() override {
+    if (!callerPolls_.load(std::memory_order_relaxed)) return;
+    for (const auto& p : peers_) {
+      const RingHeader* h = p->sendRing.header();
+      if (h->tail.load(std::memory_order_acquire) != h->head.load(std::memory_order_acquire)) help(*p);
+    }
+  }
+
   // allSent() for the executor's thread: from the rings' shared counters
   // (the ring's tail is the proxy's sendDone).
   bool nothingUnsent() const {
@@ -420,13 +430,17 @@ class NetTransport final : public Transport {
         else skipped = true;
       }
       // A skipped peer may have had its socket's edge taken while the
-      // executor held it: look again soon rather than at the next edge.
-      // Read after announcing the sleep: callerPolling() sets it first and
-      // then looks for sleepers (Dekker), so a parked proxy is always woken.
+      // executor held it: look again soon rather than at the next edge
+      // (unless parked: the executor is at the sockets, and tells us when it
+      // stops). Read after announcing the sleep: callerPolling() sets it
+      // first and then looks for sleepers (Dekker), so a parked proxy is
+      // woken whenever the executor sleeps or leaves data unsent; after a
+      // collective that sent everything it may stay parked until the next
+      // call or its timeout, since nobody waits on it then.
       const bool parked = callerPolls_.load(std::memory_order_seq_cst);
       if (!movedNow)
         epoll_wait(parked ? parkFd_.get() : epollFd_.get(), events, 64,
-                   skipped ? 1 : stop_.load(std::memory_order_acquire) ? 10 : 1000);
+                   parked ? 1000 : skipped ? 1 : stop_.load(std::memory_order_acquire) ? 10 : 1000);
       proxyBell_.sleepers.fetch_sub(1, std::memory_order_seq_cst);
       uint64_t count = 0;
       ssize_t ignored = read(wakeFd_.get(), &count, sizeof(count));
