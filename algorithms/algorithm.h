@@ -57,7 +57,7 @@ struct CostModel {
   // which every rank has a single step that streams (a chain): no rank ever
   // waits for an answer, so back-to-back calls overlap and a hand-off costs
   // its share of the CPUs rather than a wake-up. intraAlphaUs unless the
-  // host is oversubscribed.
+  // host is oversubscribed (CostModel::of).
   double streamHandoffUs = 0.5;
   double alphaBetween(int a, int b) const;
   // alphaBetween for such a streaming step: streamHandoffUs inside a host.

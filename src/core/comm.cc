@@ -559,13 +559,7 @@ Status Comm::runBlocking(std::vector<Task> tasks) {
     }
   }
   if (waitFor) return waitFor->wait();
-  Status s = runTasks(tasks);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    busy_ = false;
-  }
-  cv_.notify_all();
-  return s;
+  return runClaimed(tasks);
 }
 
 Status Comm::runBlocking(Task&& task) {
@@ -580,7 +574,11 @@ Status Comm::runBlocking(Task&& task) {
     }
     busy_ = true;
   }
-  Status s = runTasks(std::span<Task>(&task, 1));
+  return runClaimed(std::span<Task>(&task, 1));
+}
+
+Status Comm::runClaimed(std::span<Task> tasks) {
+  Status s = runTasks(tasks);
   {
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = false;

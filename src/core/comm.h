@@ -113,6 +113,8 @@ class Comm {
   Status init(InitOptions& opts);
   void progressMain();
   void runQueued(std::vector<Task>& tasks);
+  // Runs tasks this thread claimed (busy_ set by the caller), then releases the claim.
+  Status runClaimed(std::span<Task> tasks);
   // Takes the oldest queued batch and runs it with mu_ released (`lock` holds
   // mu_ on entry and exit); the caller checked that the queue is not empty
   // and nothing runs.

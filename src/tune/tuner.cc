@@ -23,10 +23,10 @@ CostModel CostModel::of(const PlanContext& ctx) {
   m.passUsPerByte = 0.5 * m.intraBetaUsPerByte;
   m.alphaUs = m.intraAlphaUs;
   m.betaUsPerByte = m.intraBetaUsPerByte;
+  m.streamHandoffUs = m.intraAlphaUs;
   const Topology* t = ctx.topo;
   if (t == nullptr) return m;
   m.topo = t;
-  m.streamHandoffUs = m.intraAlphaUs;
   if (t->oversubscribed) {
     // Every hand-off between ranks of a machine is a futex wake and a
     // context switch (7 us and more here), not a polled flag.
@@ -62,8 +62,8 @@ double CostModel::alphaBetween(int a, int b) const {
 }
 
 double CostModel::streamAlphaBetween(int a, int b) const {
-  if (topo == nullptr || a == b) return a == b ? alphaUs : streamHandoffUs;
-  return topo->hops(a, b) == 0 ? streamHandoffUs : alphaBetween(a, b);
+  if (a == b) return alphaUs;
+  return topo == nullptr || topo->hops(a, b) == 0 ? streamHandoffUs : alphaBetween(a, b);
 }
 
 double CostModel::betaBetween(int a, int b) const {
