@@ -1264,6 +1264,34 @@ void GroupRequestsScenario(nodusComm_t comm, int rank, int nranks, const FailFn&
   }
 }
 
+// Several calls of one group whose plans use the communicator's scratch
+// (in-place AllReduce and ReduceScatter: direct, tree, halving-doubling),
+// of growing size: each must get its own scratch, and the group's later,
+// larger calls must not move the scratch of its earlier ones.
+void GroupScratchScenario(nodusComm_t comm, int rank, int nranks, const FailFn& fail) {
+  std::vector<std::unique_ptr<CollectiveCheck>> checks;
+  std::vector<nodusResult_t> issued;
+  const size_t counts[] = {5, 64, 300, 1000, 20000, 70000};
+  nodusGroupStart();
+  for (size_t i = 0; i < std::size(counts); ++i) {
+    CheckCase c;
+    c.coll = i % 3 == 2 ? Coll::kReduceScatter : Coll::kAllReduce;
+    c.type = i % 2 ? nodusFloat64 : nodusInt32;
+    c.op = nodusSum;
+    c.count = counts[i];
+    c.inPlace = true;
+    c.seed = 4242 + static_cast<uint64_t>(i);
+    checks.push_back(std::make_unique<CollectiveCheck>(c, nranks, rank));
+    issued.push_back(checks.back()->Issue(comm, nullptr));
+  }
+  const nodusResult_t e = nodusGroupEnd();
+  if (e != nodusSuccess) fail(RankText(rank, nranks) + "GroupEnd returned " + ResultName(e));
+  for (size_t i = 0; i < checks.size(); ++i) {
+    const CheckOutcome o = checks[i]->Verify(e != nodusSuccess ? e : issued[i]);
+    if (!o.ok()) fail(o.failure);
+  }
+}
+
 void NestedGroupsScenario(nodusComm_t comm, int rank, int nranks, const FailFn& fail) {
   std::vector<std::unique_ptr<CollectiveCheck>> checks;
   std::vector<nodusResult_t> issued;

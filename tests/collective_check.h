@@ -248,6 +248,7 @@ void IbarrierIsendIrecvScenario(nodusComm_t comm, int rank, int nranks, int* arr
 void GroupRingScenario(nodusComm_t comm, int rank, int nranks, size_t count, const FailFn& fail);
 // Non-blocking collectives issued inside a group are complete at nodusGroupEnd.
 void GroupRequestsScenario(nodusComm_t comm, int rank, int nranks, const FailFn& fail);
+void GroupScratchScenario(nodusComm_t comm, int rank, int nranks, const FailFn& fail);
 // Ten collectives of all kinds in nested groups, launched by the outer end.
 void NestedGroupsScenario(nodusComm_t comm, int rank, int nranks, const FailFn& fail);
 // Every ordered pair exchanges two messages with blocking Send/Recv in one

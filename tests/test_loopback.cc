@@ -442,6 +442,11 @@ TEST(Loopback, RequestsIssuedInAGroupAreCompleteAtGroupEnd) {
   for (int n : {1, 3}) RunScenario(n, GroupRequestsScenario);
 }
 
+TEST(Loopback, CallsOfAGroupEachHaveTheirOwnScratch) {
+  Watchdog watchdog("group scratch", seconds(60));
+  for (int n : {2, 3, 4}) RunScenario(n, GroupScratchScenario);
+}
+
 TEST(Loopback, SeveralCollectivesInNestedGroups) {
   Watchdog watchdog("nested groups", seconds(60));
   for (int n : {2, 4}) RunScenario(n, NestedGroupsScenario);

@@ -265,6 +265,10 @@ TEST_F(ShmTest, RequestsIssuedInAGroupAreCompleteAtGroupEnd) {
   RunScenario(3, seconds(60), GroupRequestsScenario);
 }
 
+TEST_F(ShmTest, CallsOfAGroupEachHaveTheirOwnScratch) {
+  RunScenario(3, seconds(60), GroupScratchScenario);
+}
+
 TEST_F(ShmTest, SeveralCollectivesInNestedGroups) {
   for (int n : {2, 4}) RunScenario(n, seconds(60), NestedGroupsScenario);
 }

@@ -154,15 +154,14 @@ Status prepare(nodusComm_t comm, const Call& c, Task* task) {
       return makeError(nodusInvalidArgument, "%s: the send and receive buffers overlap but are not in place as nodus.h defines it",
                        name);
   }
-  std::shared_ptr<const Plan> plan;
+  const Plan* plan = nullptr;
   NODUS_TRY(impl.plan(key, &plan));
   task->comm = &impl;
   task->send = s;
   task->recv = r;
   task->type = c.type;
   task->op = reduces ? c.op : nodusSum;
-  if (plan->scratchElems) NODUS_TRY(impl.scratch(plan->scratchElems * ts, &task->scratch));
-  task->plan = std::move(plan);
+  task->plan = plan;
   return Status::ok();
 }
 

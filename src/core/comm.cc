@@ -431,7 +431,9 @@ Status Comm::init(InitOptions& opts) {
 Comm::~Comm() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    claimWaiters_.fetch_add(1, std::memory_order_seq_cst);
+    cv_.wait(lock, [&] { return queue_.empty() && !busy_.load(std::memory_order_seq_cst); });
+    claimWaiters_.fetch_sub(1, std::memory_order_seq_cst);
     stop_ = true;
   }
   cv_.notify_all();
@@ -443,18 +445,23 @@ Comm::~Comm() {
   if (scratch_) munmap(scratch_, scratchBytes_);
 }
 
-Status Comm::plan(const PlanKey& key, std::shared_ptr<const Plan>* out) {
+Status Comm::plan(const PlanKey& key, const Plan** out) {
+  if (const auto* last = lastPlan_.load(std::memory_order_acquire); last && last->first == key) {
+    *out = last->second.get();
+    return Status::ok();
+  }
   std::lock_guard<std::mutex> lock(planMu_);
   auto it = plans_.find(key);
   if (it != plans_.end()) {
-    *out = it->second;
+    lastPlan_.store(&*it, std::memory_order_release);
+    *out = it->second.get();
     return Status::ok();
   }
   const PlanContext ctx = planContext();
   Choice choice;
   NODUS_TRY(chooseAlgorithm(key, ctx, cfg_.algoSpec, &choice));
   const Algorithm* algo = choice.algo;
-  auto p = std::make_shared<Plan>();
+  auto p = std::make_unique<Plan>();
   p->key = key;
   p->algorithm = algo->name;
   NODUS_TRY(algo->build(key, ctx, *p));
@@ -465,8 +472,8 @@ Status Comm::plan(const PlanKey& key, std::shared_ptr<const Plan>* out) {
              static_cast<unsigned long long>(key.count), key.typeSize, key.inPlace ? " in-place" : "", key.root, algo->name,
              p->steps.size(), p->phaseStarts.size() + 1, choice.explain().c_str());
   if (logLevel() >= LogLevel::Trace) NODUS_TRACE(rank_, "%s", describe(*p).c_str());
-  plans_.emplace(key, p);
-  *out = std::move(p);
+  *out = p.get();
+  lastPlan_.store(&*plans_.emplace(key, std::move(p)).first, std::memory_order_release);
   return Status::ok();
 }
 
@@ -484,18 +491,31 @@ Status Comm::choose(const PlanKey& key, Choice* out) const {
   return chooseAlgorithm(key, planContext(), cfg_.algoSpec, out);
 }
 
-Status Comm::scratch(size_t bytes, std::byte** out) {
-  if (bytes <= scratchBytes_) {
-    *out = scratch_;
-    return Status::ok();
-  }
+Status Comm::assignScratch(std::span<Task> tasks) {
+  auto part = [this](const Task& t) -> size_t {
+    if (t.comm != this || t.plan->scratchElems == 0) return 0;
+    return (t.plan->scratchElems * typeSize(t.type) + 63) / 64 * 64;
+  };
+  size_t total = 0;
+  for (const Task& t : tasks) total += part(t);
+  if (total == 0) return Status::ok();
+  if (total > scratchBytes_) NODUS_TRY(growScratch(total));
+  size_t off = 0;
+  for (Task& t : tasks)
+    if (const size_t n = part(t)) {
+      t.scratch = scratch_ + off;
+      off += n;
+    }
+  return Status::ok();
+}
+
+Status Comm::growScratch(size_t bytes) {
   const size_t size = std::max<size_t>(bytes, std::max<size_t>(scratchBytes_ * 2, 1 << 16));
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED) return systemError("mmap(%zu bytes of scratch)", size);
   if (scratch_) munmap(scratch_, scratchBytes_);
   scratch_ = static_cast<std::byte*>(p);
   scratchBytes_ = size;
-  *out = scratch_;
   return Status::ok();
 }
 
@@ -543,19 +563,25 @@ static Status usable(const Comm& c) {
   return Status::ok();
 }
 
+void Comm::release() {
+  busy_.store(false, std::memory_order_seq_cst);
+  if (queued_.load(std::memory_order_seq_cst) == 0 && claimWaiters_.load(std::memory_order_seq_cst) == 0) return;
+  { std::lock_guard<std::mutex> lock(mu_); }  // a waiter that saw busy_ set is inside cv_.wait now
+  cv_.notify_all();
+}
+
 Status Comm::runBlocking(std::vector<Task> tasks) {
   std::shared_ptr<Request> waitFor;
   {
     std::unique_lock<std::mutex> lock(mu_);
     NODUS_TRY(usable(*this));
-    if (!queue_.empty() || busy_) {
+    if (!queue_.empty() || !tryClaim()) {
       waitFor = std::make_shared<Request>();
       tasks.back().request = waitFor;
       queue_.push_back(std::move(tasks));
+      setQueued();
       if (!progress_.joinable()) progress_ = std::thread([this] { progressMain(); });
       cv_.notify_all();
-    } else {
-      busy_ = true;
     }
   }
   if (waitFor) return waitFor->wait();
@@ -563,27 +589,27 @@ Status Comm::runBlocking(std::vector<Task> tasks) {
 }
 
 Status Comm::runBlocking(Task&& task) {
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    NODUS_TRY(usable(*this));
-    if (!queue_.empty() || busy_) {
-      lock.unlock();
-      std::vector<Task> batch;
-      batch.push_back(std::move(task));
-      return runBlocking(std::move(batch));
+  // Nothing queued, nobody waiting for the claim, nothing running: no lock.
+  // A call queued earlier by this thread is counted in queued_ until the
+  // progress thread has claimed it (it claims before it dequeues), so no
+  // call overtakes an earlier one; a waiting claim() is not starved by a
+  // loop of blocking calls.
+  if (queued_.load(std::memory_order_seq_cst) == 0 && claimWaiters_.load(std::memory_order_seq_cst) == 0 &&
+      tryClaim()) {
+    if (Status s = usable(*this); !s.isOk()) {
+      release();
+      return s;
     }
-    busy_ = true;
+    return runClaimed(std::span<Task>(&task, 1));
   }
-  return runClaimed(std::span<Task>(&task, 1));
+  std::vector<Task> batch;
+  batch.push_back(std::move(task));
+  return runBlocking(std::move(batch));
 }
 
 Status Comm::runClaimed(std::span<Task> tasks) {
   Status s = runTasks(tasks);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    busy_ = false;
-  }
-  cv_.notify_all();
+  release();
   return s;
 }
 
@@ -591,40 +617,39 @@ Status Comm::enqueue(std::vector<Task> tasks) {
   std::lock_guard<std::mutex> lock(mu_);
   NODUS_TRY(usable(*this));
   queue_.push_back(std::move(tasks));
+  setQueued();
   if (!progress_.joinable()) progress_ = std::thread([this] { progressMain(); });
   cv_.notify_all();
   return Status::ok();
 }
 
-void Comm::runFront(std::unique_lock<std::mutex>& lock) {
+bool Comm::runFront(std::unique_lock<std::mutex>& lock) {
+  if (queue_.empty() || !tryClaim()) return false;
   std::vector<Task> tasks = std::move(queue_.front());
   queue_.pop_front();
-  busy_ = true;
+  setQueued();
   lock.unlock();
   runQueued(tasks);
   lock.lock();
-  busy_ = false;
+  busy_.store(false, std::memory_order_seq_cst);
   cv_.notify_all();
+  return true;
 }
 
 void Comm::progressUntil(const Request& r) {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!r.done.load(std::memory_order_acquire) && !busy_ && !queue_.empty()) runFront(lock);
+  while (!r.done.load(std::memory_order_acquire) && runFront(lock)) {
+  }
 }
 
 void Comm::claim() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
-  busy_ = true;
+  claimWaiters_.fetch_add(1, std::memory_order_seq_cst);
+  cv_.wait(lock, [&] { return queue_.empty() && tryClaim(); });
+  claimWaiters_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-void Comm::unclaim() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    busy_ = false;
-  }
-  cv_.notify_all();
-}
+void Comm::unclaim() { release(); }
 
 void Comm::runQueued(std::vector<Task>& tasks) {
   Status s = usable(*this);
@@ -636,9 +661,9 @@ void Comm::runQueued(std::vector<Task>& tasks) {
 void Comm::progressMain() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !busy_); });
+    cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !busy_.load(std::memory_order_seq_cst)); });
     if (queue_.empty()) return;  // stop_ with nothing left
-    runFront(lock);
+    runFront(lock);  // may find the claim taken again: then wait for its release
   }
 }
 

@@ -58,10 +58,15 @@ class Comm {
   // What algorithms see of this communicator, and the tuner's choice for a call.
   PlanContext planContext() const;
   Status choose(const PlanKey& key, Choice* out) const;
-  // The plan for a call signature (cached).
-  Status plan(const PlanKey& key, std::shared_ptr<const Plan>* out);
-  // Scratch of at least `bytes`, allocated and faulted in once, grown rarely.
-  Status scratch(size_t bytes, std::byte** out);
+  // The plan for a call signature, cached for the communicator's lifetime
+  // (the pointer stays valid until it is destroyed). The last one found is
+  // looked up again without a lock.
+  Status plan(const PlanKey& key, const Plan** out);
+  // Gives each task of this communicator in `tasks` its own part of the
+  // communicator's scratch (allocated and faulted in once, grown rarely).
+  // Only while holding the claim: growing it unmaps the old one, which no
+  // running task may still use.
+  Status assignScratch(std::span<Task> tasks);
 
   // Runs `tasks` (all of this communicator) in issue order: inline when
   // nothing is queued, else after the queued work. Blocks until done.
@@ -113,12 +118,27 @@ class Comm {
   Status init(InitOptions& opts);
   void progressMain();
   void runQueued(std::vector<Task>& tasks);
-  // Runs tasks this thread claimed (busy_ set by the caller), then releases the claim.
+  // Runs tasks this thread claimed (tryClaim), then releases the claim.
   Status runClaimed(std::span<Task> tasks);
   // Takes the oldest queued batch and runs it with mu_ released (`lock` holds
-  // mu_ on entry and exit); the caller checked that the queue is not empty
-  // and nothing runs.
-  void runFront(std::unique_lock<std::mutex>& lock);
+  // mu_ on entry and exit), if the queue is not empty and the claim is free.
+  bool runFront(std::unique_lock<std::mutex>& lock);
+
+  // The claim: whoever sets busy_ runs this communicator's work. A blocking
+  // call takes it without mu_ when nothing is queued; everyone else takes
+  // it under mu_. Whoever waits on cv_ for it to clear and may not see it
+  // cleared under mu_ says so first: queue_ is not empty (the progress
+  // thread, a caller queued behind), or claimWaiters_ (claim(), the
+  // destructor). release() stores busy_ before reading both, they are
+  // published before busy_ is read (Dekker), so a release that sees nobody
+  // waits misses no one.
+  bool tryClaim() {
+    bool idle = false;
+    return busy_.compare_exchange_strong(idle, true, std::memory_order_seq_cst);
+  }
+  void release();
+  Status growScratch(size_t bytes);
+  void setQueued() { queued_.store(queue_.size(), std::memory_order_seq_cst); }  // under mu_
 
   int rank_ = 0, nranks_ = 0;
   CommConfig cfg_;
@@ -138,14 +158,19 @@ class Comm {
   std::vector<int> peers_;
 
   std::mutex planMu_;
-  std::unordered_map<PlanKey, std::shared_ptr<const Plan>, PlanKeyHash> plans_;
+  // Never erased while the communicator lives: the plans, and the map's
+  // nodes that lastPlan_ points at, stay put (rehashing moves no node).
+  std::unordered_map<PlanKey, std::unique_ptr<const Plan>, PlanKeyHash> plans_;
+  std::atomic<const std::pair<const PlanKey, std::unique_ptr<const Plan>>*> lastPlan_{nullptr};
   std::byte* scratch_ = nullptr;
   size_t scratchBytes_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::vector<Task>> queue_;
-  bool busy_ = false;
+  std::atomic<size_t> queued_{0};        // queue_.size(), for readers without mu_
+  std::atomic<bool> busy_{false};        // the claim (tryClaim)
+  std::atomic<int> claimWaiters_{0};     // claim() and the destructor waiting on cv_
   bool stop_ = false;
   std::thread progress_;
 

@@ -275,8 +275,23 @@ class PollingScope {
 }  // namespace
 
 Status runTasks(std::span<Task> tasks) {
+  bool scratch = false;
   for (Task& t : tasks) {
     t.at.start(*t.plan, t.plan->sliceElems, t.plan->roundSlices);
+    scratch |= t.plan->scratchElems != 0;
+  }
+  // Scratch is handed out here, under the claim, each task its own part.
+  for (size_t i = 0; scratch && i < tasks.size(); ++i) {
+    Comm* c = tasks[i].comm;
+    if (std::any_of(tasks.begin(), tasks.begin() + static_cast<ptrdiff_t>(i), [c](const Task& t) { return t.comm == c; }))
+      continue;
+    if (Status s = c->assignScratch(tasks); !s.isOk()) {
+      for (Task& t : tasks) {
+        t.comm->recordFailure(s);
+        t.comm->notifyPeersOfFailure();
+      }
+      return s;
+    }
   }
   PollingScope polling(tasks);
   Gate gate;

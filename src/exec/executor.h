@@ -34,7 +34,7 @@ struct Request {
 
 struct Task {
   Comm* comm = nullptr;
-  std::shared_ptr<const Plan> plan;
+  const Plan* plan = nullptr;  // owned by the communicator's plan cache, which never drops one
   const std::byte* send = nullptr;
   std::byte* recv = nullptr;
   std::byte* scratch = nullptr;
