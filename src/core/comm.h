@@ -160,8 +160,9 @@ class Comm {
   std::mutex planMu_;
   // Never erased while the communicator lives: the plans, and the map's
   // nodes that lastPlan_ points at, stay put (rehashing moves no node).
-  std::unordered_map<PlanKey, std::unique_ptr<const Plan>, PlanKeyHash> plans_;
-  std::atomic<const std::pair<const PlanKey, std::unique_ptr<const Plan>>*> lastPlan_{nullptr};
+  using PlanCache = std::unordered_map<PlanKey, std::unique_ptr<const Plan>, PlanKeyHash>;
+  PlanCache plans_;
+  std::atomic<const PlanCache::value_type*> lastPlan_{nullptr};
   std::byte* scratch_ = nullptr;
   size_t scratchBytes_ = 0;
 

@@ -233,8 +233,9 @@ std::string waitingFor(const Task& t) {
   return w;
 }
 
-// Tells the communicators of a batch what this thread does with their
-// connections (Comm::callerPolling): polls from construction, Done at the end.
+// The communicators of a batch, each once; tells them what this thread does
+// with their connections (Comm::callerPolling): polls from construction, Done
+// at the end.
 class PollingScope {
  public:
   explicit PollingScope(std::span<Task> tasks) {
@@ -258,14 +259,14 @@ class PollingScope {
   void idle() {
     if (state_ == CallerPolling::Polls) each([](Comm* c) { c->callerIdle(); });
   }
-
- private:
   template <typename F>
   void each(F f) {
     for (size_t i = 0; i < inlined_; ++i) f(comms_[i]);
     for (Comm* c : more_) f(c);
   }
 
+
+ private:
   std::array<Comm*, 4> comms_{};
   size_t inlined_ = 0;
   std::vector<Comm*> more_;
@@ -280,20 +281,20 @@ Status runTasks(std::span<Task> tasks) {
     t.at.start(*t.plan, t.plan->sliceElems, t.plan->roundSlices);
     scratch |= t.plan->scratchElems != 0;
   }
-  // Scratch is handed out here, under the claim, each task its own part.
-  for (size_t i = 0; scratch && i < tasks.size(); ++i) {
-    Comm* c = tasks[i].comm;
-    if (std::any_of(tasks.begin(), tasks.begin() + static_cast<ptrdiff_t>(i), [c](const Task& t) { return t.comm == c; }))
-      continue;
-    if (Status s = c->assignScratch(tasks); !s.isOk()) {
-      for (Task& t : tasks) {
-        t.comm->recordFailure(s);
-        t.comm->notifyPeersOfFailure();
-      }
-      return s;
-    }
-  }
   PollingScope polling(tasks);
+  // Scratch is handed out here, under the claim, each task its own part.
+  Status scratchErr;
+  if (scratch)
+    polling.each([&](Comm* c) {
+      if (scratchErr.isOk()) scratchErr = c->assignScratch(tasks);
+    });
+  if (!scratchErr.isOk()) {
+    for (Task& t : tasks) {
+      t.comm->recordFailure(scratchErr);
+      t.comm->notifyPeersOfFailure();
+    }
+    return scratchErr;
+  }
   Gate gate;
   const bool gated = tasks.size() > 1;
   if (gated) gate.init(tasks);
