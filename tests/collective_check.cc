@@ -1557,7 +1557,24 @@ std::string ForkedRanks::Failures() const {
   std::string s;
   for (int r = 0; r < nranks_; ++r)
     if (exitStatus(r) != 0) s += Describe(r) + "\n";
-  return s;
+  if (s.empty()) return s;
+  // First how every rank ended, in one line each (the paragraphs below can
+  // be long enough for a log's tail to cut): a rank that exited with 0 while
+  // the others waited on it tells a different story from one killed.
+  std::string summary;
+  for (int r = 0; r < nranks_; ++r) {
+    summary += "rank " + std::to_string(r) + ": ";
+    if (timedOut(r))
+      summary += "timed out";
+    else if (exitedNormally(r))
+      summary += "exit " + std::to_string(exitStatus(r));
+    else if (termSignal(r))
+      summary += "signal " + std::to_string(termSignal(r)) + " (" + strsignal(termSignal(r)) + ")";
+    else
+      summary += "never ran";
+    summary += r + 1 < nranks_ ? "; " : "\n";
+  }
+  return summary + s;
 }
 
 std::unique_ptr<ForkedRanks> RunForkedComms(int nranks, std::chrono::milliseconds limit, const ForkedSetup& setup,

@@ -75,6 +75,9 @@ class ShmTransport final : public Transport {
     out.recv.resize(req.nranks);
     out.peerDoorbells.assign(req.nranks, nullptr);
     pids_.assign(req.nranks, 0);
+    inbound_.assign(req.nranks, nullptr);
+    outbound_.assign(req.nranks, nullptr);
+    slots_ = req.slots;
     Status st = Status::ok();
     for (int peer : req.peers) {
       Mapping m;
@@ -91,6 +94,8 @@ class ShmTransport final : public Transport {
       out.send[peer] = std::make_unique<RingSender>(outRing, req.slots, req.slotBytes, peerBell);
       out.recv[peer] = std::make_unique<RingReceiver>(inRing, req.slots, req.slotBytes, peerBell);
       out.peerDoorbells[peer] = peerBell;
+      inbound_[peer] = static_cast<const RingHeader*>(inRing);
+      outbound_[peer] = static_cast<const RingHeader*>(outRing);
       pids_[peer] = infos[peer].pid;
       peers_.push_back(std::move(m));
     }
@@ -107,9 +112,17 @@ class ShmTransport final : public Transport {
   }
 
   Status checkPeer(int peer) override {
-    if (pids_[peer] > 0 && kill(pids_[peer], 0) != 0 && errno == ESRCH)
-      return makeError(nodusRemoteError, "rank %d (process %d on this host) died", peer, pids_[peer]);
-    return Status::ok();
+    if (pids_[peer] <= 0 || kill(pids_[peer], 0) == 0 || errno != ESRCH) return Status::ok();
+    // What the peer posted before it exited is still in our segment (a peer
+    // that finished its part may exit while this rank waits, and post its
+    // last slots just after our last look): the wait fails only once
+    // nothing of it is left to read, or no slot towards it is free.
+    const RingHeader* in = inbound_[peer];
+    const RingHeader* out = outbound_[peer];
+    const bool nothingToRead = in->head.load(std::memory_order_acquire) == in->tail.load(std::memory_order_acquire);
+    const bool noSlotFree = out->head.load(std::memory_order_acquire) - out->tail.load(std::memory_order_acquire) >= slots_;
+    if (!nothingToRead && !noSlotFree) return Status::ok();
+    return makeError(nodusRemoteError, "rank %d (process %d on this host) died", peer, pids_[peer]);
   }
 
  private:
@@ -155,6 +168,9 @@ class ShmTransport final : public Transport {
   std::string ownName_;
   std::vector<Mapping> peers_;
   std::vector<int32_t> pids_;
+  // Per peer: the ring it sends into (ours) and the one we send into (its).
+  std::vector<const RingHeader*> inbound_, outbound_;
+  uint32_t slots_ = 0;
 };
 
 }  // namespace
