@@ -8,7 +8,8 @@
 #   -n NP        ranks (default 2)
 #   -B DIR       build directory (default: build)
 #   -r ROUNDS    plain and preloaded runs alternate this many times; each size
-#                keeps its best median over the rounds (default 2)
+#                keeps its best median over the rounds, and the median of
+#                the rounds' own ratios (default 2)
 #   -a           also a preloaded run with NODUS_MPI_MIN_BYTES=0 (nodus at
 #                every size), to see where the threshold belongs
 #   -o DIR       keep the CSV files there (default: a temporary directory);
@@ -81,23 +82,49 @@ best() {  # name -> "coll,place,size time busbw wrong" lines
       if ($12 + 0 != 0) wrong[k] = 1
     } END { for (k in t) printf "%s %s %s %d\n", k, t[k], bw[k], (k in wrong) }' | sort -t, -k1,1 -k2,2 -k3,3n
 }
+# The median over rounds of each round's own ratio: a plain run and the
+# preloaded run after it see the same state of the machine (this one flips
+# between a fast and a slow mode, about 2x, within minutes), which the best
+# times of either side, taken from different rounds, do not.
+paired() {  # name -> "coll,place,size median-ratio" lines
+  awk -F, -v name="$1" 'FNR == 1 {
+      f = FILENAME; sub(/.*\//, "", f); side = f; sub(/\..*/, "", side); round = substr(f, length(side) + 2)
+    }
+    NF == 12 && $1 != "collective" { t[side, round, $1 "," $4 "," $5] = $8; keys[$1 "," $4 "," $5] = 1; rounds[round] = 1 }
+    END {
+      for (k in keys) {
+        n = 0
+        for (r in rounds)
+          if (("mpi", r, k) in t && (name, r, k) in t && t[name, r, k] > 0) v[++n] = t["mpi", r, k] / t[name, r, k]
+        for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { x = v[j]; v[j] = v[j - 1]; v[j - 1] = x }
+        if (n > 0) printf "%s %.4f\n", k, n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+      }
+    }' "$out"/mpi.*.csv "$out/$1".*.csv | sort -t, -k1,1 -k2,2 -k3,3n
+}
 best mpi >"$out/mpi.best"
 best nodus >"$out/nodus.best"
 [ "$all" = 1 ] && best nodus-all >"$out/nodus-all.best"
+paired nodus >"$out/nodus.paired"
+[ "$all" = 1 ] && paired nodus-all >"$out/nodus-all.paired"
 
 echo
 echo "# $np ranks; time = best median over $(ls "$out"/mpi.*.csv | wc -l) run(s) of mpi-coll-bench; ratio = MPI time / preloaded time"
-printf "# %-21s %6s %12s %12s %12s %12s %12s %8s" collective place "size(B)" "MPI(us)" "MPI busbw" "nodus(us)" "nodus busbw" ratio
-[ "$all" = 1 ] && printf " %12s %8s" "all(us)" "ratio"
+echo "# best = of the best times; paired = median over rounds of each round's own ratio (the one to trust on a noisy machine)"
+printf "# %-21s %6s %12s %12s %12s %12s %12s %8s %8s" collective place "size(B)" "MPI(us)" "MPI busbw" "nodus(us)" "nodus busbw" best paired
+[ "$all" = 1 ] && printf " %12s %8s %8s" "all(us)" "best" "paired"
 echo
 join -j1 <(sed 's/ /|/' "$out/mpi.best" | sort -t'|' -k1,1) <(sed 's/ /|/' "$out/nodus.best" | sort -t'|' -k1,1) -t'|' |
   { if [ "$all" = 1 ]; then join -j1 -t'|' - <(sed 's/ /|/' "$out/nodus-all.best" | sort -t'|' -k1,1); else cat; fi; } |
   tr '|' ' ' | tr ',' ' ' | sort -k1,1 -k2,2 -k3,3n |
-  awk -v all="$all" '{
+  awk -v all="$all" -v pn="$out/nodus.paired" -v pa="$out/nodus-all.paired" 'BEGIN {
+      while ((getline l < pn) > 0) { split(l, f, " "); paired[f[1]] = f[2] }
+      if (all == 1) while ((getline l < pa) > 0) { split(l, f, " "); pairedAll[f[1]] = f[2] }
+    } {
       # coll place size  mpi_t mpi_bw mpi_wrong  nodus_t nodus_bw nodus_wrong  [all_t all_bw all_wrong]
+      k = $1 "," $2 "," $3
       ratio = $7 > 0 ? $4 / $7 : 0
-      printf "  %-21s %6s %12d %12.2f %12.3f %12.2f %12.3f %8.2f", $1, $2, $3, $4, $5, $7, $8, ratio
-      if (all == 1) printf " %12.2f %8.2f", $10, ($10 > 0 ? $4 / $10 : 0)
+      printf "  %-21s %6s %12d %12.2f %12.3f %12.2f %12.3f %8.2f %8.2f", $1, $2, $3, $4, $5, $7, $8, ratio, paired[k]
+      if (all == 1) printf " %12.2f %8.2f %8.2f", $10, ($10 > 0 ? $4 / $10 : 0), pairedAll[k]
       if ($6 || $9 || (all == 1 && $12)) { printf "  WRONG"; bad = 1 }
       printf "\n"
     } END { exit bad }'
