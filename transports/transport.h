@@ -94,7 +94,10 @@ class Transport {
   // for this transport (the exchange goes through the bootstrap).
   virtual Status connect(const ConnectRequest& req, Connections& out) = 0;
   // Whether `peer` (connected by this transport) is still alive; called
-  // while waiting, at most every few milliseconds.
+  // while waiting, at most every few milliseconds. A peer that is gone but
+  // left slots this rank has not read yet (it may have finished its part
+  // and exited) is not a failure until they are read or a send to it finds
+  // no free slot.
   virtual Status checkPeer(int peer) = 0;
   // This rank failed or aborted: let the peers know, for transports whose
   // peers cannot see the rank's doorbell (closing sockets ends their waits).
