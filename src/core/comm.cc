@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <span>
 
 #include "core/dtype.h"
@@ -220,6 +221,11 @@ Status Comm::init(InitOptions& opts) {
   rank_ = bootstrap_->rank();
   nranks_ = bootstrap_->nranks();
   NODUS_TRY(CommConfig::fromEnvironment(&cfg_));
+  static std::once_flag unknownChecked;  // once a process: a typo is the user's, not each communicator's
+  std::call_once(unknownChecked, [this] {
+    for (const std::string& name : unknownParams())
+      NODUS_WARN(rank_, "%s is not a nodus parameter and is ignored (nodus-info lists them)", name.c_str());
+  });
   FabricConfig fabric;
   NODUS_TRY(fabricFromEnvironment(&fabric));
   const NodeInfo* node = nullptr;

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <set>
 
+extern char** environ;
+
 namespace nodus {
 namespace {
 
@@ -127,6 +129,23 @@ std::string StringParam::get() const {
 }
 
 std::span<const ParamInfo> allParams() { return kParams; }
+
+std::vector<std::string> unknownParams() {
+  // Read by the project's scripts, tools and tests, not by the library.
+  static constexpr const char* kOthers[] = {"NODUS_SANITIZERS", "NODUS_BUILD_DIR", "NODUS_SIM_",
+                                            "NODUS_MPI_TEST_", "NODUS_TEST_", "NODUS_TORCH_"};
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (strncmp(*e, "NODUS_", 6) != 0) continue;
+    const char* eq = strchr(*e, '=');
+    const std::string name(*e, eq ? static_cast<size_t>(eq - *e) : strlen(*e));
+    bool known = false;
+    for (const ParamInfo& p : kParams) known |= name == p.name;
+    for (const char* o : kOthers) known |= name.compare(0, strlen(o), o) == 0;
+    if (!known) out.push_back(name);
+  }
+  return out;
+}
 
 std::string currentValue(const ParamInfo& info) {
   if (info.type == ParamType::Int) return std::to_string(IntParam(info).get());

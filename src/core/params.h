@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace nodus {
 
@@ -46,6 +47,10 @@ class StringParam {
 std::span<const ParamInfo> allParams();
 // The value nodus would use for a parameter now, as text.
 std::string currentValue(const ParamInfo& info);
+// NODUS_* variables set in the environment that are neither parameters nor
+// variables of nodus' own scripts, tools and tests: most likely typos
+// (NODUS_SLICE_BYTES for NODUS_CHUNK_BYTES), which would be ignored silently.
+std::vector<std::string> unknownParams();
 
 namespace param {
 extern const StringParam kDebug;         // NODUS_DEBUG
