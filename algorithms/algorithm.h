@@ -17,12 +17,17 @@ namespace nodus {
 
 // What an algorithm may know besides the signature.
 struct PlanContext {
-  uint64_t sliceBytes = 0;  // bytes per pipelined slice (the transport's slot size)
+  // Bytes per pipelined slice. What the tuner is given is the largest slice
+  // the connections take (their slot) unless sliceForced (NODUS_CHUNK_BYTES):
+  // it prices each algorithm at that slice and at halves of it and keeps the
+  // best (Choice::sliceBytes); a cost function sees the slice it prices.
+  uint64_t sliceBytes = 0;
   uint32_t slots = 0;       // slices a connection buffers before the sender waits
   uint32_t roundSlices = 1; // slices of a step the executor moves in a row (Plan::roundSlices)
   uint64_t directMaxBytes = 0;  // largest call the automatic choice gives to `direct`
   // Where the ranks are; null means one host, ranks in order.
   const Topology* topo = nullptr;
+  bool sliceForced = false;  // NODUS_CHUNK_BYTES: sliceBytes is the only slice
   // What one round of the executor's cursor moves per step: a chain of
   // steps pays its latency once per this many bytes (sliceRounds).
   uint64_t roundBytes() const { return sliceBytes * (roundSlices ? roundSlices : 1); }
@@ -42,6 +47,11 @@ struct CostModel {
   double gammaUsPerByte = 1.0 / 16000.0;  // per byte reduced
   double intraAlphaUs = 0.5, intraBetaUsPerByte = 1.0 / 8000.0;  // ranks of one host (shm)
   double interAlphaUs = 1.0, interBetaUsPerByte = 1.0 / 25000.0;  // a fabric link
+  // Work a rank does per slice on top of its bytes (posting, polling, the
+  // hand-off of a slot) inside a host: CostModel::of folds it into
+  // intraBetaUsPerByte as intraSliceUs / sliceBytes, so a pass in smaller
+  // slices pays more of it, and the tuner weighs it against pipeline fill.
+  double intraSliceUs = 0;
   // A local pass over each byte an unfused step sends (it reads back what a
   // finished phase wrote instead of forwarding a slice as it arrives): memory
   // traffic, not network, so nodus-sim leaves it out of its comparisons.
@@ -106,12 +116,17 @@ inline double sliceRounds(double bytes, uint64_t sliceBytes);
 // slices travel while the first ones walk the chain, and the pass takes the
 // longer of the two (nodus-sim: a 64-host ring at 1.00x the bound from two
 // slices a step, and exactly rounds x chain where latency dominates), plus
-// fillUs where the pass is a phase of its own that starts empty.
+// fillUs where the pass is a phase of its own that starts empty. Nor can it
+// beat its first slice: that one walks the chain and crosses a link at every
+// hop, and the others follow it over the last link, so the pass takes at
+// least chainUs + dataUs / (slices a step) (nodus-sim, a ring of 8 hosts, 2
+// slices a step: 42.0 us simulated, 36.7 without this term, 39.4 with it).
 inline double pipelinedPass(double chainUs, double dataUs, double stepBytes, const PlanContext& ctx,
                             double fillUs = 0) {
   const double rounds = sliceRounds(stepBytes, ctx.roundBytes());
-  if (ctx.roundSlices >= 2 && sliceRounds(stepBytes, ctx.sliceBytes) >= 2)
-    return std::max(rounds * chainUs, dataUs) + fillUs;
+  const double slices = sliceRounds(stepBytes, ctx.sliceBytes);
+  if (ctx.roundSlices >= 2 && slices >= 2)
+    return std::max({rounds * chainUs, dataUs, chainUs + dataUs / slices}) + fillUs;
   return rounds * chainUs + dataUs;
 }
 inline double sliceRounds(double bytes, uint64_t sliceBytes) {
@@ -127,6 +142,12 @@ struct Algorithm {
   Status (*build)(const PlanKey& key, const PlanContext& ctx, Plan& plan);
   // Predicted time in microseconds.
   double (*cost)(const PlanKey& key, const PlanContext& ctx, const CostModel& model);
+  // The tuner may run it in slices smaller than the slot: its cost prices
+  // what the slice changes (checked against nodus-sim). Left false, it runs
+  // in whole slots: e.g. the torus's streams share one cursor, and nodus-sim
+  // shows them slower in smaller slices (8x8x8, 256 MiB: 1.14x the bound in
+  // 128 KiB slices, 1.51x in 32 KiB) while its cost says faster.
+  bool slicesPriced = false;
 };
 
 // Every registered algorithm, in registry order.

@@ -71,6 +71,6 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
 
 const Algorithm kChainAlgorithm = {
     "chain", "Broadcast / Reduce pipelined along a ring from / to the root.", supports, build,
-    cost};
+    cost, /*slicesPriced=*/true};
 
 }  // namespace nodus

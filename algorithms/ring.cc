@@ -94,8 +94,9 @@ Status build(const PlanKey& k, const PlanContext& ctx, Plan& plan) {
 double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double p = k.nranks;
   const double bytes = static_cast<double>(k.count) * k.typeSize;
-  // Per rank and pass: p-1 messages of 1/p of the data (AllReduce: two passes).
-  const double passData = (k.coll == Collective::AllReduce) ? bytes : bytes * (k.coll == Collective::AllGather ? p : 1.0);
+  // Per rank and pass: p-1 messages of 1/p of the data (AllReduce: two
+  // passes). AllGather's and ReduceScatter's count is one rank's share.
+  const double passData = (k.coll == Collective::AllReduce) ? bytes : bytes * p;
   const double passes = (k.coll == Collective::AllReduce) ? 2.0 : 1.0;
   const double reduced = (k.coll == Collective::AllGather) ? 0.0 : (p - 1) / p * passData;
   // A round walks p-1 of the ring's hops (nodus-sim: exact for a
@@ -117,6 +118,6 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
 
 const Algorithm kRingAlgorithm = {
     "ring", "Pipelined ring: reduce-scatter + all-gather (AllReduce), one pass otherwise.",
-    supports, build, cost};
+    supports, build, cost, /*slicesPriced=*/true};
 
 }  // namespace nodus

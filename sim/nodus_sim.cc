@@ -44,7 +44,8 @@ void usage(FILE* f) {
           "                       NODUS_TORUS_DIMS, NODUS_FATTREE)\n"
           "  --hosts N            hosts in the job (default: every place of the fabric)\n"
           "  --ranks-per-host L   ranks on each host (default 1)\n"
-          "  --slice-bytes B      pipelining slice (default NODUS_CHUNK_BYTES / NODUS_SLOT_BYTES, 128K)\n"
+          "  --slice-bytes B      pipelining slice (default NODUS_CHUNK_BYTES, else the tuner's pick up to\n"
+          "                       NODUS_SLOT_BYTES, 128K)\n"
           "  --slots K            slices in flight per connection (default NODUS_SLOTS, 8)\n"
           "  --compute            model reductions at the tuner's speed (default: network only)\n"
           "  --gamma GBPS         model reductions at this speed\n"
@@ -127,10 +128,10 @@ void printResultLine(const SimOutcome& o, const std::string& fabric) {
     return;
   }
   printf("RESULT coll=%s algo=%s bytes=%llu hosts=%d ranks=%d sim_us=%.6g bound_us=%.6g tuner_us=%.6g ratio=%.4f "
-         "tuner_err_pct=%.2f pick=%s compute=%d fabric=%s",
+         "tuner_err_pct=%.2f pick=%s compute=%d fabric=%s slice=%llu",
          o.coll.c_str(), o.algo.c_str(), static_cast<unsigned long long>(o.bytes), o.hosts, o.ranks, o.simUs,
          o.boundUs, o.tunerUs, o.boundUs > 0 ? o.simUs / o.boundUs : 0.0, errPct(o), o.pick.c_str(), o.compute ? 1 : 0,
-         fabric.c_str());
+         fabric.c_str(), static_cast<unsigned long long>(o.sliceBytes));
   if (o.reordered) printf(" reordered=1");
   if (o.links.fabricLinks > 0)
     printf(" links_used=%d link_max_util=%.4f link_mean_util=%.4f", o.links.fabricLinks, o.links.maxUtil,
@@ -142,12 +143,13 @@ std::string jsonOf(const SimOutcome& o, const std::string& fabric) {
   char buf[1024];
   snprintf(buf, sizeof(buf),
            "{\"ok\": %s, \"error\": %s, \"fabric\": %s, \"fabric_description\": %s, \"coll\": %s, \"algo\": %s, "
-           "\"pick\": %s, \"bytes\": %llu, \"hosts\": %d, \"ranks\": %d, \"sim_us\": %.9g, \"bound_us\": %.9g, "
+           "\"pick\": %s, \"bytes\": %llu, \"slice_bytes\": %llu, \"hosts\": %d, \"ranks\": %d, \"sim_us\": %.9g, \"bound_us\": %.9g, "
            "\"bound\": %s, \"ratio\": %.6g, \"tuner_us\": %.9g, \"tuner_full_us\": %.9g, \"tuner_net_us\": %.9g, "
            "\"tuner_err_pct\": %.4f, \"compute\": %s, \"reordered\": %s, \"messages\": %llu, \"wall_s\": %.3f",
            o.ok ? "true" : "false", jsonString(o.error).c_str(), jsonString(fabric).c_str(),
            jsonString(o.fabric).c_str(), jsonString(o.coll).c_str(), jsonString(o.algo).c_str(),
-           jsonString(o.pick).c_str(), static_cast<unsigned long long>(o.bytes), o.hosts, o.ranks, o.simUs, o.boundUs,
+           jsonString(o.pick).c_str(), static_cast<unsigned long long>(o.bytes),
+           static_cast<unsigned long long>(o.sliceBytes), o.hosts, o.ranks, o.simUs, o.boundUs,
            jsonString(o.boundFormula).c_str(), o.boundUs > 0 ? o.simUs / o.boundUs : 0.0, o.tunerUs, o.tunerFullUs,
            o.tunerNetUs, errPct(o), o.compute ? "true" : "false", o.reordered ? "true" : "false", static_cast<unsigned long long>(o.messages), o.wallS);
   std::string s = buf;
@@ -173,8 +175,8 @@ struct FabricJob {
 
 PlanContext contextFor(const SimSpec& s, const Topology& t) {
   PlanContext ctx;
-  const int64_t slot = param::kSlotBytes.get(), chunk = param::kChunkBytes.get();
-  ctx.sliceBytes = s.sliceBytes ? s.sliceBytes : static_cast<uint64_t>(std::max<int64_t>(1, chunk <= 0 ? slot : std::min(slot, chunk)));
+  sliceFromEnvironment(&ctx);
+  if (s.sliceBytes) ctx.sliceBytes = s.sliceBytes, ctx.sliceForced = true;
   ctx.slots = s.slots ? s.slots : static_cast<uint32_t>(std::max<int64_t>(1, param::kSlots.get()));
   ctx.roundSlices = roundSlicesFor(s, ctx.slots);
   ctx.directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
@@ -352,7 +354,8 @@ int run(Options& o) {
       printf("# nodus-sim: %s; %zu hosts x %d rank(s) = %d ranks\n", fj.topo.fabric.describe().c_str(),
              fj.topo.hosts.size(), std::max(1, b.ranksPerHost), fj.topo.nranks);
     }
-    printf("# CM02 network model, slice %llu B, %u slots per connection, reductions %s\n",
+    printf("# CM02 network model, slice %s%llu B, %u slots per connection, reductions %s\n",
+           fabrics[0].ctx.sliceForced ? "" : "the tuner's pick up to ",
            static_cast<unsigned long long>(fabrics[0].ctx.sliceBytes), fabrics[0].ctx.slots,
            b.gammaGBs == 0 ? "not modelled (network only; tuner_us without gamma)"
                            : (b.gammaGBs < 0 ? "at the tuner's gamma" : "at --gamma"));

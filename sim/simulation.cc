@@ -115,13 +115,6 @@ void applyEnv(const std::vector<std::string>& env) {
   }
 }
 
-uint64_t sliceBytesFromEnvironment() {
-  const int64_t slot = param::kSlotBytes.get();
-  const int64_t chunk = param::kChunkBytes.get();
-  const int64_t s = chunk <= 0 ? slot : std::min(slot, chunk);  // as the communicator takes them
-  return static_cast<uint64_t>(std::max<int64_t>(1, s));
-}
-
 LinkSummary summarize(const std::vector<LinkUse>& links, double seconds) {
   LinkSummary s;
   double sum = 0;
@@ -158,7 +151,8 @@ SimOutcome runChild(const SimSpec& spec) {
   out.fabric = topo.fabric.describe();
 
   PlanContext ctx;
-  ctx.sliceBytes = spec.sliceBytes ? spec.sliceBytes : sliceBytesFromEnvironment();
+  sliceFromEnvironment(&ctx);
+  if (spec.sliceBytes) ctx.sliceBytes = spec.sliceBytes, ctx.sliceForced = true;
   ctx.slots = spec.slots ? spec.slots : static_cast<uint32_t>(std::max<int64_t>(1, param::kSlots.get()));
   ctx.roundSlices = roundSlicesFor(spec, ctx.slots);
   ctx.directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
@@ -185,6 +179,10 @@ SimOutcome runChild(const SimSpec& spec) {
                             collectiveName(spec.coll)));
   }
   out.algo = algo->name;
+  // The slice the runtime would run it with: the tuner's best for it.
+  for (const Estimate& e : choice.estimates)
+    if (e.algo == algo) ctx.sliceBytes = e.sliceBytes;
+  out.sliceBytes = ctx.sliceBytes;
 
   // The tuner's view: as chooseAlgorithm prices it, and without reductions.
   CostModel model = CostModel::of(ctx);
@@ -282,7 +280,7 @@ std::string serialize(const SimOutcome& o) {
   s << "ok=" << o.ok << "\nerror=" << clean(o.error) << "\ncoll=" << o.coll << "\nalgo=" << o.algo << "\nreordered=" << o.reordered
     << "\npick=" << o.pick << "\nfabric=" << clean(o.fabric) << "\nhosts=" << o.hosts << "\nranks=" << o.ranks
     << "\nbytes=" << o.bytes << "\nsim_us=" << o.simUs << "\nbound_us=" << o.boundUs
-    << "\nbound_formula=" << clean(o.boundFormula) << "\ntuner_us=" << o.tunerUs << "\ntuner_full_us=" << o.tunerFullUs
+    << "\nbound_formula=" << clean(o.boundFormula) << "\nslice_bytes=" << o.sliceBytes << "\ntuner_us=" << o.tunerUs << "\ntuner_full_us=" << o.tunerFullUs
     << "\ntuner_net_us=" << o.tunerNetUs << "\ncompute=" << o.compute << "\nmessages=" << o.messages
     << "\nconnections=" << o.connections << "\nlinks_used=" << o.links.fabricLinks
     << "\nlinks_max=" << o.links.maxUtil << "\nlinks_mean=" << o.links.meanUtil
@@ -314,6 +312,7 @@ SimOutcome parse(const std::string& text) {
   o.boundUs = num("bound_us");
   o.boundFormula = kv["bound_formula"];
   o.tunerUs = num("tuner_us");
+  o.sliceBytes = static_cast<uint64_t>(num("slice_bytes"));
   o.tunerFullUs = num("tuner_full_us");
   o.tunerNetUs = num("tuner_net_us");
   o.compute = kv["compute"] == "1";

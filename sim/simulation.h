@@ -31,7 +31,7 @@ struct SimSpec {
   std::vector<std::string> env;
   int hosts = 0;         // 0: every place of the fabric (flat: 1)
   int ranksPerHost = 1;
-  uint64_t sliceBytes = 0;  // 0: NODUS_CHUNK_BYTES / NODUS_SLOT_BYTES as the runtime takes them
+  uint64_t sliceBytes = 0;  // forced slice; 0: as the runtime takes it (NODUS_CHUNK_BYTES, else the tuner's pick)
   uint32_t slots = 0;       // 0: NODUS_SLOTS
   double softwareUs = -1;   // < 0: the cost model's per-message software overhead
   double intraGBs = -1, intraLatencyUs = -1;  // < 0: the cost model's intra-host constants
@@ -68,6 +68,7 @@ struct SimOutcome {
   std::string fabric;            // one line
   int hosts = 0, ranks = 0;
   uint64_t bytes = 0;
+  uint64_t sliceBytes = 0;  // the pipelining slice the plans ran with
   double simUs = 0;
   double boundUs = 0;
   std::string boundFormula;

@@ -115,6 +115,9 @@ const ShmSetting& ShmSettingAt(int which) {
       {"ring", {{"NODUS_ALGO", "ring"}}, {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
       {"direct", {{"NODUS_ALGO", "direct"}}, {Coll::kAllReduce}},
       {"slots4k", {{"NODUS_SLOT_BYTES", "4096"}}, {}},
+      // Slices smaller than the slot (the tuner's choice elsewhere), of a
+      // size no element divides: every slot is posted part full.
+      {"chunk12300", {{"NODUS_CHUNK_BYTES", "12300"}}, {}},
       {"tree", {{"NODUS_ALGO", "tree"}}, {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce}},
       {"halving_doubling", {{"NODUS_ALGO", "halving-doubling"}}, {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
       // Processes posing as hosts (NODUS_HOSTID): the topology-aware
@@ -151,7 +154,7 @@ TEST_P(ShmForced, ReducedMatrix) {
   RunForkedMatrix(n, seconds(240), cases, ForceShm);
 }
 
-INSTANTIATE_TEST_SUITE_P(Settings, ShmForced, ::testing::Range(0, 7),
+INSTANTIATE_TEST_SUITE_P(Settings, ShmForced, ::testing::Range(0, 8),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string(ShmSettingAt(info.param).name);
                          });

@@ -176,8 +176,12 @@ int run(const Options& o) {
     return 1;
   }
   PlanContext ctx;
-  ctx.sliceBytes = static_cast<uint64_t>(param::kSlotBytes.get());
+  sliceFromEnvironment(&ctx);
   ctx.slots = static_cast<uint32_t>(param::kSlots.get());
+  {
+    const int64_t round = param::kRoundSlices.get();  // as CommConfig takes it
+    ctx.roundSlices = static_cast<uint32_t>(round > 0 ? round : std::max<uint32_t>(1, ctx.slots / 2));
+  }
   ctx.directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
   ctx.topo = &topo;
   const int p = topo.nranks;
@@ -240,9 +244,10 @@ int run(const Options& o) {
     printf("],\n  \"choices\": [");
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      printf("%s\n    {\"collective\": \"%s\", \"bytes\": %llu, \"algorithm\": \"%s\", \"forced\": %s, \"estimates_us\": {", i ? "," : "",
+      printf("%s\n    {\"collective\": \"%s\", \"bytes\": %llu, \"algorithm\": \"%s\", \"slice_bytes\": %llu, "
+             "\"forced\": %s, \"estimates_us\": {", i ? "," : "",
              collectiveName(r.coll), static_cast<unsigned long long>(r.bytes), r.choice.algo->name,
-             r.choice.forced ? "true" : "false");
+             static_cast<unsigned long long>(r.choice.sliceBytes), r.choice.forced ? "true" : "false");
       for (size_t e = 0; e < r.choice.estimates.size(); ++e)
         printf("%s\"%s\": %.6g", e ? ", " : "", r.choice.estimates[e].algo->name, r.choice.estimates[e].us);
       printf("}}");
@@ -253,8 +258,9 @@ int run(const Options& o) {
 
   printf("%s\n", node.describe().c_str());
   printf("%s\n\n", topo.describe().c_str());
-  printf("# tuner (rank 0 of %d; float32; predicted time, * = pick)\n", p);
-  printf("# %-14s %12s  %-16s %12s   %s\n", "collective", "bytes", "algorithm", "time (us)", "all estimates (us)");
+  printf("# tuner (rank 0 of %d; float32; predicted time at the algorithm's best slice)\n", p);
+  printf("# %-14s %12s  %-16s %6s %12s   %s\n", "collective", "bytes", "algorithm", "slice", "time (us)",
+         "all estimates (us)");
   for (const Row& r : rows) {
     double t = 0;
     std::string all;
@@ -264,8 +270,9 @@ int run(const Options& o) {
       snprintf(buf, sizeof(buf), "%s%s=%.4g", all.empty() ? "" : " ", e.algo->name, e.us);
       all += buf;
     }
-    printf("  %-14s %12llu  %-16s %12.4g   %s\n", collectiveName(r.coll), static_cast<unsigned long long>(r.bytes),
-           (std::string(r.choice.algo->name) + (r.choice.forced ? " (forced)" : "")).c_str(), t, all.c_str());
+    printf("  %-14s %12llu  %-16s %6s %12.4g   %s\n", collectiveName(r.coll), static_cast<unsigned long long>(r.bytes),
+           (std::string(r.choice.algo->name) + (r.choice.forced ? " (forced)" : "")).c_str(),
+           formatBytes(r.choice.sliceBytes).c_str(), t, all.c_str());
   }
   return 0;
 }

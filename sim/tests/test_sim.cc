@@ -157,6 +157,36 @@ TEST(SimFormula, ChainBroadcastPipelines) {
   expectNear(o.simUs, 7 * 3.0 + (s.bytes + 6.0 * (1 << 17)) / 25e3, 0.01, "chain");
 }
 
+TEST(SimFormula, TheTunersSliceShortensAChainAndItsFormulaStillHolds) {
+  // Broadcast of 1 MiB along 8 hosts in the tuner's slice instead of the
+  // slot: less fill, same formula (the 8 slots still cover the latency).
+  SimSpec s = baseSpec(torus("8"));
+  s.coll = Collective::Broadcast;
+  s.bytes = 1 << 20;
+  s.algo = "chain";
+  const SimOutcome slot = simulate(s);
+  ASSERT_TRUE(slot.ok) << slot.error;
+  EXPECT_EQ(slot.sliceBytes, 128u << 10);
+  s.sliceBytes = 0;  // the tuner's pick
+  const SimOutcome tuned = simulate(s);
+  ASSERT_TRUE(tuned.ok) << tuned.error;
+  EXPECT_LT(tuned.sliceBytes, 128u << 10);
+  expectNear(tuned.simUs, 7 * 3.0 + (s.bytes + 6.0 * static_cast<double>(tuned.sliceBytes)) / 25e3, 0.01, "chain");
+  expectNear(tuned.tunerUs, tuned.simUs, 0.01, "tuner");
+  EXPECT_LT(tuned.simUs, 0.8 * slot.simUs);
+}
+
+TEST(SimFormula, RingReduceScatterMatchesTheTuner) {
+  // 16 MiB scattered over 8 hosts: 7/8 of it crosses every ring link.
+  SimSpec s = baseSpec(torus("8"));
+  s.coll = Collective::ReduceScatter;
+  s.bytes = 16 << 20;
+  s.algo = "ring";
+  const SimOutcome o = simulate(s);
+  ASSERT_TRUE(o.ok) << o.error;
+  expectNear(o.tunerUs, o.simUs, 0.03, "ring ReduceScatter");
+}
+
 TEST(SimFormula, TorusWithInterleavedStreamsMatchesTheTuner) {
   // One slice round: every stream's ring is contention-free on its own links,
   // and the dimension-wise formula the tuner uses is exact.

@@ -48,6 +48,7 @@ Status CommConfig::fromEnvironment(CommConfig* c) {
   NODUS_TRY(AlgoSpec::parse(c->algo, &c->algoSpec));
   const int64_t chunk = param::kChunkBytes.get();
   if (chunk < 0) return makeError(nodusInvalidArgument, "NODUS_CHUNK_BYTES must not be negative");
+  c->sliceForced = chunk > 0;
   c->sliceBytes = chunk == 0 ? c->slotBytes : std::min<size_t>(c->slotBytes, static_cast<size_t>(chunk));
   return Status::ok();
 }
@@ -463,20 +464,23 @@ Status Comm::plan(const PlanKey& key, const Plan** out) {
     *out = it->second.get();
     return Status::ok();
   }
-  const PlanContext ctx = planContext();
+  PlanContext ctx = planContext();
   Choice choice;
   NODUS_TRY(chooseAlgorithm(key, ctx, cfg_.algoSpec, &choice));
   const Algorithm* algo = choice.algo;
+  ctx.sliceBytes = choice.sliceBytes;
   auto p = std::make_unique<Plan>();
   p->key = key;
   p->algorithm = algo->name;
   NODUS_TRY(algo->build(key, ctx, *p));
-  p->sliceElems = std::max<uint64_t>(1, cfg_.sliceBytes / key.typeSize);
+  p->sliceElems = std::max<uint64_t>(1, choice.sliceBytes / key.typeSize);
   p->roundSlices = cfg_.roundSlices;
   for (const Step& s : p->steps) p->maxSlices = std::max(p->maxSlices, (s.count + p->sliceElems - 1) / p->sliceElems);
-  NODUS_INFO(rank_, "%s count=%llu x %uB%s root=%d: %s, %zu step(s), %zu phase(s) (estimates: %s)", collectiveName(key.coll),
-             static_cast<unsigned long long>(key.count), key.typeSize, key.inPlace ? " in-place" : "", key.root, algo->name,
-             p->steps.size(), p->phaseStarts.size() + 1, choice.explain().c_str());
+  NODUS_INFO(rank_, "%s count=%llu x %uB%s root=%d: %s in %s slices%s, %zu step(s), %zu phase(s) (estimates: %s)",
+             collectiveName(key.coll), static_cast<unsigned long long>(key.count), key.typeSize,
+             key.inPlace ? " in-place" : "", key.root, algo->name, formatBytes(choice.sliceBytes).c_str(),
+             cfg_.sliceForced ? " (NODUS_CHUNK_BYTES)" : "", p->steps.size(), p->phaseStarts.size() + 1,
+             choice.explain().c_str());
   if (logLevel() >= LogLevel::Trace) NODUS_TRACE(rank_, "%s", describe(*p).c_str());
   *out = p.get();
   lastPlan_.store(&*plans_.emplace(key, std::move(p)).first, std::memory_order_release);
@@ -486,6 +490,7 @@ Status Comm::plan(const PlanKey& key, const Plan** out) {
 PlanContext Comm::planContext() const {
   PlanContext ctx;
   ctx.sliceBytes = cfg_.sliceBytes;
+  ctx.sliceForced = cfg_.sliceForced;
   ctx.slots = cfg_.slots;
   ctx.roundSlices = cfg_.roundSlices;
   ctx.directMaxBytes = cfg_.directMaxBytes;

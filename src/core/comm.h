@@ -33,7 +33,8 @@ struct CommConfig {
   int64_t spin = 0;
   std::string algo;
   AlgoSpec algoSpec;      // algo, parsed
-  size_t sliceBytes = 0;  // pipelining slice (NODUS_CHUNK_BYTES, at most a slot)
+  size_t sliceBytes = 0;  // the largest pipelining slice (a slot), or NODUS_CHUNK_BYTES
+  bool sliceForced = false;  // NODUS_CHUNK_BYTES set: every plan uses sliceBytes, else the tuner picks
   std::string transport;
   uint64_t directMaxBytes = 0;
   BindMode bind = BindMode::Auto;  // NODUS_BIND

@@ -71,7 +71,8 @@ constexpr ParamInfo kParams[] = {
     {"NODUS_HWLOC_XML", ParamType::String, "",
      "Read the node from this hwloc XML export instead of detecting it (emulates other machines)."},
     {"NODUS_CHUNK_BYTES", ParamType::Int, "0",
-     "Pipelining slice in bytes (at most NODUS_SLOT_BYTES); 0: a whole slot. The tuner does not choose it yet."},
+     "Pipelining slice in bytes for every call (at most NODUS_SLOT_BYTES); 0: the tuner picks it per call, "
+     "from the slot down to 4 KiB."},
     // Read by the MPI interposer (plugins/mpi, libnodus_mpi.so), listed here so
     // that nodus-info shows every setting; plugins/mpi/src/config.h has the same default.
     {"NODUS_MPI_MIN_BYTES", ParamType::Int, "512",

@@ -7,31 +7,45 @@
 #include <limits>
 
 #include "algorithms/direct.h"
+#include "core/params.h"
 
 namespace nodus {
 
 // Intra-host constants measured on this project's 2-core VMs over shm with
-// nodus-perf (-a all): a step costs about 0.6 us of handshake, a pipelined
-// slot copy moves about 10 GB/s per rank, a reduction about 12 GB/s.
+// nodus-perf (-a all) and the default 128 KiB slices: a step costs about
+// 0.6 us of handshake, a pipelined slot copy moves about 10 GB/s per rank, a
+// reduction about 12 GB/s.
+constexpr double kMeasuredSliceBytes = 128 << 10;
+
 CostModel CostModel::of(const PlanContext& ctx) {
   CostModel m;
   m.intraAlphaUs = 0.6;
   m.intraBetaUsPerByte = 1.0 / 10000.0;
   m.gammaUsPerByte = 1.0 / 12000.0;
+  // What a smaller slice costs: 2 ranks, AllReduce and AllGather of 64 KiB-
+  // 4 MiB, NODUS_CHUNK_BYTES=16K/32K/64K against the 128 KiB slot in one
+  // command, 0.56-0.77 us more per extra slice (nothing smaller was faster).
+  m.intraSliceUs = 0.6;
+  const Topology* t = ctx.topo;
+  if (t != nullptr && t->oversubscribed) {
+    // Every hand-off between ranks of a machine is a futex wake and a
+    // context switch (7 us and more here), not a polled flag.
+    m.intraAlphaUs = 15.0;
+    // 4 ranks on 2 cores, measured as above: 2.6-3.8 us per extra slice.
+    m.intraSliceUs = 3.0;
+  }
+  // The 10 GB/s above already pays the per-slice work of 128 KiB slices.
+  const double slice = ctx.sliceBytes ? static_cast<double>(ctx.sliceBytes) : kMeasuredSliceBytes;
+  m.intraBetaUsPerByte += m.intraSliceUs * (1.0 / slice - 1.0 / kMeasuredSliceBytes);
   // Halving-doubling against the ring on one host: its sends cost 1.5x a
   // fused ring step's bytes.
   m.passUsPerByte = 0.5 * m.intraBetaUsPerByte;
   m.alphaUs = m.intraAlphaUs;
   m.betaUsPerByte = m.intraBetaUsPerByte;
   m.streamHandoffUs = m.intraAlphaUs;
-  const Topology* t = ctx.topo;
   if (t == nullptr) return m;
   m.topo = t;
   if (t->oversubscribed) {
-    // Every hand-off between ranks of a machine is a futex wake and a
-    // context switch (7 us and more here), not a polled flag.
-    m.intraAlphaUs = 15.0;
-    m.alphaUs = m.intraAlphaUs;
     // Except along a chain: measured with nodus-perf -a all (back-to-back
     // calls, 2 cores), an 8 B Broadcast took 2.6 us on 4 ranks and 5.3 us on
     // 8, about 0.75 us per hop, while the tree took 7.4 and 26 us.
@@ -43,6 +57,11 @@ CostModel CostModel::of(const PlanContext& ctx) {
   m.hopUs = link.latencyUs;
   m.interAlphaUs = m.softwareUs + link.latencyUs;
   m.interBetaUsPerByte = 1.0 / (link.bandwidthGBs * 1000.0);
+  // A connection has `slots` slices in flight, and a slice holds its slot
+  // for the link's latency and its transfer: in small slices a link runs
+  // below its bandwidth once the slots no longer cover its latency.
+  if (ctx.slots > 0)
+    m.interBetaUsPerByte = std::max(m.interBetaUsPerByte, (m.interAlphaUs / slice + m.interBetaUsPerByte) / ctx.slots);
   if (t->hosts.size() > 1) {
     m.alphaUs = m.interAlphaUs;
     m.betaUsPerByte = m.interBetaUsPerByte;
@@ -177,11 +196,20 @@ uint64_t callBytes(const PlanKey& k) {
   return (k.coll == Collective::AllGather || k.coll == Collective::ReduceScatter) ? b * static_cast<uint64_t>(k.nranks) : b;
 }
 
+std::string formatBytes(uint64_t b) {
+  char buf[32];
+  if (b >= (1 << 20) && b % (1 << 20) == 0) snprintf(buf, sizeof(buf), "%lluM", static_cast<unsigned long long>(b >> 20));
+  else if (b >= 1024 && b % 1024 == 0) snprintf(buf, sizeof(buf), "%lluK", static_cast<unsigned long long>(b >> 10));
+  else snprintf(buf, sizeof(buf), "%llu", static_cast<unsigned long long>(b));
+  return buf;
+}
+
 std::string Choice::explain() const {
   std::string s;
   for (const Estimate& e : estimates) {
     char buf[96];
-    snprintf(buf, sizeof(buf), "%s%s %.3gus%s", s.empty() ? "" : ", ", e.algo->name, e.us, e.algo == algo ? "*" : "");
+    snprintf(buf, sizeof(buf), "%s%s %.3gus/%s%s", s.empty() ? "" : ", ", e.algo->name, e.us,
+             formatBytes(e.sliceBytes).c_str(), e.algo == algo ? "*" : "");
     s += buf;
   }
   return s + (forced ? " (forced by NODUS_ALGO)" : "");
@@ -189,23 +217,45 @@ std::string Choice::explain() const {
 
 Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpec& spec, Choice* out) {
   Choice c;
-  const CostModel model = CostModel::of(ctx);
   double best = std::numeric_limits<double>::infinity();
+  // Ranks that share cores do not overlap one slice's hand-off with the
+  // next one's copy, which the pipelined costs assume: 4 ranks on 2 cores,
+  // AllReduce of 256 KiB, 78-87 us in 128 KiB slices, 110-145 in 16 KiB
+  // (the costs said 16 KiB was faster). They keep the slot.
+  const bool trySmaller = !ctx.sliceForced && !(ctx.topo != nullptr && ctx.topo->oversubscribed);
   for (const Algorithm* a : algorithms()) {
     if (!a->supports(key, ctx)) continue;
-    const double t = a->cost(key, ctx, model);
-    c.estimates.push_back({a, t});
+    Estimate e{a, std::numeric_limits<double>::infinity(), ctx.sliceBytes};
+    // The slot, then halves of it: the slice that prices lowest, the larger
+    // one on a tie (fewer slices to post).
+    for (uint64_t slice = ctx.sliceBytes;; slice /= 2) {
+      PlanContext at = ctx;
+      at.sliceBytes = slice;
+      const double t = a->cost(key, at, CostModel::of(at));
+      if (t < e.us * (1 - 1e-9)) e.us = t, e.sliceBytes = slice;
+      if (!trySmaller || !a->slicesPriced || slice / 2 < kMinSliceBytes || slice / 2 < key.typeSize) break;
+    }
+    c.estimates.push_back(e);
     // The single-round direct exchange stays below its size limit unless forced.
     if (a == &kDirectAlgorithm && key.count * key.typeSize > ctx.directMaxBytes) continue;
-    if (t < best) best = t, c.algo = a;
+    if (e.us < best) best = e.us, c.algo = a, c.sliceBytes = e.sliceBytes;
   }
   if (const Algorithm* f = spec.forcedFor(key); f != nullptr && f->supports(key, ctx)) {
     c.algo = f;
     c.forced = true;
+    for (const Estimate& e : c.estimates)
+      if (e.algo == f) c.sliceBytes = e.sliceBytes;
   }
   if (c.algo == nullptr) return makeError(nodusInternalError, "no algorithm implements %s", collectiveName(key.coll));
   *out = std::move(c);
   return Status::ok();
+}
+
+void sliceFromEnvironment(PlanContext* ctx) {
+  const int64_t slot = std::max<int64_t>(64, param::kSlotBytes.get()) / 64 * 64;  // as CommConfig takes it
+  const int64_t chunk = param::kChunkBytes.get();
+  ctx->sliceForced = chunk > 0;
+  ctx->sliceBytes = static_cast<uint64_t>(chunk > 0 ? std::min(slot, chunk) : slot);
 }
 
 }  // namespace nodus

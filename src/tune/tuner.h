@@ -35,18 +35,35 @@ struct AlgoSpec {
 // gathered output; ReduceScatter: the input to scatter; else count x type).
 uint64_t callBytes(const PlanKey& key);
 
+// The algorithm's predicted time at the slice that prices lowest for it.
 struct Estimate {
   const Algorithm* algo;
   double us;
+  uint64_t sliceBytes;
 };
 
 struct Choice {
   const Algorithm* algo = nullptr;
+  uint64_t sliceBytes = 0;  // the pipelining slice the plan runs with
   bool forced = false;
   std::vector<Estimate> estimates;  // every algorithm that supports the call
-  std::string explain() const;      // "ring 12.3us* tree 15.0us ..." for logs
+  std::string explain() const;      // "ring 12.3us/128K*, tree 15.0us/32K, ..." for logs
 };
 
+// The smallest slice the tuner tries.
+constexpr uint64_t kMinSliceBytes = 4096;
+
+// Picks the algorithm and its slice: each algorithm is priced at
+// ctx.sliceBytes (the slot) and, where its cost prices slices
+// (Algorithm::slicesPriced), at halves of it down to kMinSliceBytes; only
+// at ctx.sliceBytes when ctx.sliceForced. The lowest price wins.
+// NODUS_ALGO's rules then force the algorithm (at its own best slice).
 Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpec& spec, Choice* out);
+
+// The slice as the environment gives it, for tools that have no
+// communicator: NODUS_SLOT_BYTES, or NODUS_CHUNK_BYTES (forced) when set.
+void sliceFromEnvironment(PlanContext* ctx);
+
+std::string formatBytes(uint64_t bytes);  // 131072 -> "128K"
 
 }  // namespace nodus
