@@ -4,19 +4,62 @@
 // another still waits for what it sent).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <new>
+#include <vector>
 
 #include "core/bootstrap.h"
 #include "transports/doorbell.h"
 #include "transports/shm/shm_transport.h"
+#include "transports/slot_ring.h"
 
 namespace nodus {
 namespace {
+
+// Both ends of a ring write its slot pages at init (prefaultRing): never its
+// header, which may already count slices when a late end gets there.
+TEST(SlotRing, PrefaultWritesTheSlotsAndLeavesTheHeader) {
+  const uint32_t slots = 4;
+  const size_t slotBytes = 3 * 4096 + 100;
+  const size_t bytes = ringBytes(slots, slotBytes);
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* hdr = new (mem) RingHeader();
+  Doorbell bell;
+  RingSender tx(mem, slots, slotBytes, &bell);
+  RingReceiver rx(mem, slots, slotBytes, &bell);
+  std::byte* slot = tx.tryAcquire();
+  ASSERT_NE(slot, nullptr);
+  memset(slot, 0x5a, 64);
+  tx.post(64);
+  std::vector<std::byte> header(static_cast<const std::byte*>(mem), static_cast<const std::byte*>(mem) + sizeof(RingHeader));
+  memset(ringSlot(mem, slotBytes, 2, slots), 0x77, slotBytes);
+  prefaultRing(mem, bytes);
+  EXPECT_EQ(memcmp(header.data(), mem, sizeof(RingHeader)), 0);
+  EXPECT_EQ(hdr->head.load(), 1u);
+  // It wrote every page of the slots: in slot 2, the bytes that start a page.
+  const auto* s2 = reinterpret_cast<const unsigned char*>(ringSlot(mem, slotBytes, 2, slots));
+  int pageStarts = 0;
+  for (size_t i = 0; i < slotBytes; ++i) {
+    const bool pageStart = reinterpret_cast<uintptr_t>(s2 + i) % 4096 == 0;
+    pageStarts += pageStart;
+    ASSERT_EQ(s2[i], pageStart ? 0u : 0x77u) << "byte " << i << " of slot 2";
+  }
+  EXPECT_EQ(pageStarts, 3);
+  // The ring still works.
+  size_t got = 0;
+  ASSERT_NE(rx.tryPeek(&got), nullptr);
+  EXPECT_EQ(got, 64u);
+  rx.release();
+  EXPECT_EQ(hdr->tail.load(), 1u);
+  munmap(mem, bytes);
+}
 
 using std::chrono::seconds;
 
@@ -34,6 +77,7 @@ Status connectPair(int rank, const nodusUniqueId& id, Doorbell* bell, std::uniqu
   req.slotBytes = 4096;
   req.slots = 4;
   req.ringPrev = 1 - rank;
+  req.ringNext = 1 - rank;  // both ends of both rings written at init
   req.bell = bell;
   req.timeoutMs = 20000;
   return (*shm)->connect(req, *conns);

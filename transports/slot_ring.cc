@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstring>
 #include <ctime>
 
 namespace nodus {
@@ -112,6 +113,13 @@ void prefault(void* p, size_t bytes, bool write) {
     if (write) c[off] = c[off];
     else (void)c[off];
   }
+}
+
+void prefaultRing(void* ring, size_t bytes) {
+  prefault(ring, bytes, true);
+  // Not the header's page: head and tail live there.
+  volatile auto* base = static_cast<volatile unsigned char*>(ring);
+  for (size_t off = roundUp(sizeof(RingHeader), kPage); off < bytes; off += kPage) base[off] = 0;
 }
 
 }  // namespace nodus

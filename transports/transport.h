@@ -49,9 +49,11 @@ struct ConnectRequest {
   std::vector<int> peers;  // the ranks this transport must connect to (both directions)
   size_t slotBytes = 0;
   uint32_t slots = 0;
-  // The rank before this one in the topology's ring order: rings carry most
-  // of the traffic, so its connection is set up eagerly (pages faulted in).
+  // The ranks before and after this one in the topology's ring order: rings
+  // carry most of the traffic, so their connections are set up eagerly (the
+  // pages of both ends faulted in and written, not in the first collectives).
   int ringPrev = -1;
+  int ringNext = -1;
   // The doorbell this rank waits on, for transports that ring it from this
   // process (the net transport's proxy). The communicator makes a
   // process-local one; a transport that must place it elsewhere (shm: in

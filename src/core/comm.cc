@@ -381,6 +381,7 @@ Status Comm::init(InitOptions& opts) {
   const auto at = std::find(topo_.ringOrder.begin(), topo_.ringOrder.end(), rank_);
   const int64_t pos = at - topo_.ringOrder.begin();
   req.ringPrev = topo_.ringOrder[static_cast<size_t>((pos + nranks_ - 1) % nranks_)];
+  req.ringNext = topo_.ringOrder[static_cast<size_t>((pos + 1) % nranks_)];
   localBell_ = std::make_unique<Doorbell>();
   req.bell = localBell_.get();
   bool bellUsed = false;  // by a transport with peers, before any provided one

@@ -178,7 +178,8 @@ class NetTransport final : public Transport {
       if (!s.isOk()) return Status(s.code(), "rank " + std::to_string(peer) + ": " + s.message());
       NODUS_TRY(p->sendRing.map(ringSize));
       NODUS_TRY(p->recvRing.map(ringSize));
-      if (peer == req.ringPrev) prefault(p->recvRing.addr(), ringSize, true);
+      if (peer == req.ringPrev) prefaultRing(p->recvRing.addr(), ringSize);
+      if (peer == req.ringNext) prefaultRing(p->sendRing.addr(), ringSize);
       NODUS_TRY(net_->regMr(p->sendRing.addr(), ringSize, &p->sendMr));
       NODUS_TRY(net_->regMr(p->recvRing.addr(), ringSize, &p->recvMr));
       byRank_[static_cast<size_t>(peer)] = p.get();

@@ -90,7 +90,7 @@ class ShmTransport final : public Transport {
       // traffic: fault its pages in now rather than in the first collective,
       // and from this (receiving) rank, so that first-touch places them on
       // the receiver's NUMA node, where the slots are polled and read.
-      if (peer == req.ringPrev) prefault(inRing, ringSize_, true);
+      if (peer == req.ringPrev) prefaultRing(inRing, ringSize_);
       out.send[peer] = std::make_unique<RingSender>(outRing, req.slots, req.slotBytes, peerBell);
       out.recv[peer] = std::make_unique<RingReceiver>(inRing, req.slots, req.slotBytes, peerBell);
       out.peerDoorbells[peer] = peerBell;
@@ -102,6 +102,11 @@ class ShmTransport final : public Transport {
     // Once everyone has attached, the names are no longer needed: unlink
     // them all (a peer may have died before unlinking its own).
     Status synced = req.bootstrap->barrier();
+    // The sending end of the ring successor's connection, in the
+    // successor's segment: after the barrier, once the receiver has placed
+    // the pages on its NUMA node.
+    if (st.isOk() && synced.isOk() && req.ringNext >= 0 && req.ringNext != req.rank && outbound_[req.ringNext])
+      prefaultRing(const_cast<RingHeader*>(outbound_[req.ringNext]), ringSize_);
     if (!ownName_.empty()) {
       shm_unlink(ownName_.c_str());
       ownName_.clear();
