@@ -12,6 +12,9 @@
 #                the rounds' own ratios (default 2)
 #   -a           also a preloaded run with NODUS_MPI_MIN_BYTES=0 (nodus at
 #                every size), to see where the threshold belongs
+#   -c           control: a second plain MPI run each round, and its paired
+#                ratio against the first (column A/A): how far from 1.00 a
+#                ratio strays when both sides run the same library
 #   -o DIR       keep the CSV files there (default: a temporary directory);
 #                runs accumulate, and the table takes the best over all of them
 #   -R           no new runs: print the table of what DIR already holds
@@ -22,16 +25,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-np=2 build=build rounds=2 all=0 out="" reportOnly=0
-while getopts "n:B:r:ao:Rh" opt; do
+np=2 build=build rounds=2 all=0 control=0 out="" reportOnly=0
+while getopts "n:B:r:aco:Rh" opt; do
   case $opt in
     n) np=$OPTARG ;;
     B) build=$OPTARG ;;
     r) rounds=$OPTARG ;;
     a) all=1 ;;
+    c) control=1 ;;
     o) out=$OPTARG ;;
     R) reportOnly=1 ;;
-    h) sed -n '2,21p' "$0"; exit 0 ;;
+    h) sed -n '2,24p' "$0"; exit 0 ;;
     *) exit 2 ;;
   esac
 done
@@ -70,9 +74,11 @@ if [ "$reportOnly" = 0 ]; then
     run mpi
     run nodus -x LD_PRELOAD="$lib" -x NODUS_MPI_VERBOSE=1
     if [ "$all" = 1 ]; then run nodus-all -x LD_PRELOAD="$lib" -x NODUS_MPI_MIN_BYTES=0; fi
+    if [ "$control" = 1 ]; then run mpi-again; fi
   done
 fi
 ls "$out"/nodus-all.*.csv >/dev/null 2>&1 && all=1
+ls "$out"/mpi-again.*.csv >/dev/null 2>&1 && control=1
 
 # Best median per (collective, placement, size) over the rounds, then the ratio.
 best() {  # name -> "coll,place,size time busbw wrong" lines
@@ -106,25 +112,30 @@ best nodus >"$out/nodus.best"
 [ "$all" = 1 ] && best nodus-all >"$out/nodus-all.best"
 paired nodus >"$out/nodus.paired"
 [ "$all" = 1 ] && paired nodus-all >"$out/nodus-all.paired"
+[ "$control" = 1 ] && paired mpi-again >"$out/mpi-again.paired"
 
 echo
 echo "# $np ranks; time = best median over $(ls "$out"/mpi.*.csv | wc -l) run(s) of mpi-coll-bench; ratio = MPI time / preloaded time"
 echo "# best = of the best times; paired = median over rounds of each round's own ratio (the one to trust on a noisy machine)"
 printf "# %-21s %6s %12s %12s %12s %12s %12s %8s %8s" collective place "size(B)" "MPI(us)" "MPI busbw" "nodus(us)" "nodus busbw" best paired
 [ "$all" = 1 ] && printf " %12s %8s %8s" "all(us)" "best" "paired"
+[ "$control" = 1 ] && printf " %8s" "A/A"
 echo
 join -j1 <(sed 's/ /|/' "$out/mpi.best" | sort -t'|' -k1,1) <(sed 's/ /|/' "$out/nodus.best" | sort -t'|' -k1,1) -t'|' |
   { if [ "$all" = 1 ]; then join -j1 -t'|' - <(sed 's/ /|/' "$out/nodus-all.best" | sort -t'|' -k1,1); else cat; fi; } |
   tr '|' ' ' | tr ',' ' ' | sort -k1,1 -k2,2 -k3,3n |
-  awk -v all="$all" -v pn="$out/nodus.paired" -v pa="$out/nodus-all.paired" 'BEGIN {
+  awk -v all="$all" -v control="$control" -v pn="$out/nodus.paired" -v pa="$out/nodus-all.paired" \
+      -v pc="$out/mpi-again.paired" 'BEGIN {
       while ((getline l < pn) > 0) { split(l, f, " "); paired[f[1]] = f[2] }
       if (all == 1) while ((getline l < pa) > 0) { split(l, f, " "); pairedAll[f[1]] = f[2] }
+      if (control == 1) while ((getline l < pc) > 0) { split(l, f, " "); pairedAA[f[1]] = f[2] }
     } {
       # coll place size  mpi_t mpi_bw mpi_wrong  nodus_t nodus_bw nodus_wrong  [all_t all_bw all_wrong]
       k = $1 "," $2 "," $3
       ratio = $7 > 0 ? $4 / $7 : 0
       printf "  %-21s %6s %12d %12.2f %12.3f %12.2f %12.3f %8.2f %8.2f", $1, $2, $3, $4, $5, $7, $8, ratio, paired[k]
       if (all == 1) printf " %12.2f %8.2f %8.2f", $10, ($10 > 0 ? $4 / $10 : 0), pairedAll[k]
+      if (control == 1) printf " %8.2f", pairedAA[k]
       if ($6 || $9 || (all == 1 && $12)) { printf "  WRONG"; bad = 1 }
       printf "\n"
     } END { exit bad }'
