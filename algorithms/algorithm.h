@@ -52,6 +52,9 @@ struct CostModel {
   // intraBetaUsPerByte as intraSliceUs / sliceBytes, so a pass in smaller
   // slices pays more of it, and the tuner weighs it against pipeline fill.
   double intraSliceUs = 0;
+  // intraBetaUsPerByte as measured, in 128 KiB slices: the speed of the
+  // links nodus-sim gives ranks of one host (it simulates no per-slice work).
+  double intraLinkBetaUsPerByte = 1.0 / 8000.0;
   // A local pass over each byte an unfused step sends (it reads back what a
   // finished phase wrote instead of forwarding a slice as it arrives): memory
   // traffic, not network, so nodus-sim leaves it out of its comparisons.

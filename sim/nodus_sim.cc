@@ -140,7 +140,7 @@ void printResultLine(const SimOutcome& o, const std::string& fabric) {
 }
 
 std::string jsonOf(const SimOutcome& o, const std::string& fabric) {
-  char buf[1024];
+  char buf[4096];  // the error, fabric and bound strings are the long parts
   snprintf(buf, sizeof(buf),
            "{\"ok\": %s, \"error\": %s, \"fabric\": %s, \"fabric_description\": %s, \"coll\": %s, \"algo\": %s, "
            "\"pick\": %s, \"bytes\": %llu, \"slice_bytes\": %llu, \"hosts\": %d, \"ranks\": %d, \"sim_us\": %.9g, \"bound_us\": %.9g, "
@@ -172,17 +172,6 @@ struct FabricJob {
   PlanContext ctx;
   std::vector<size_t> specs;  // indexes into the spec list
 };
-
-PlanContext contextFor(const SimSpec& s, const Topology& t) {
-  PlanContext ctx;
-  sliceFromEnvironment(&ctx);
-  if (s.sliceBytes) ctx.sliceBytes = s.sliceBytes, ctx.sliceForced = true;
-  ctx.slots = s.slots ? s.slots : static_cast<uint32_t>(std::max<int64_t>(1, param::kSlots.get()));
-  ctx.roundSlices = roundSlicesFor(s, ctx.slots);
-  ctx.directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
-  ctx.topo = &t;
-  return ctx;
-}
 
 std::vector<uint64_t> sizes(const Options& o) {
   std::vector<uint64_t> v;

@@ -49,10 +49,15 @@ std::string lowerName(Collective c) {
   return s;
 }
 
-uint32_t roundSlicesFor(const SimSpec& spec, uint32_t slots) {
-  if (spec.roundSlices) return spec.roundSlices;
+PlanContext contextFor(const SimSpec& spec, const Topology& topo) {
+  PlanContext ctx;
+  contextFromEnvironment(&ctx);
+  if (spec.sliceBytes) ctx.sliceBytes = spec.sliceBytes, ctx.sliceForced = true;
+  if (spec.slots) ctx.slots = spec.slots;
   const int64_t env = param::kRoundSlices.get();
-  return static_cast<uint32_t>(std::max<int64_t>(1, env > 0 ? env : slots / 2));
+  ctx.roundSlices = spec.roundSlices ? spec.roundSlices : static_cast<uint32_t>(env > 0 ? env : std::max<uint32_t>(1, ctx.slots / 2));
+  ctx.topo = &topo;
+  return ctx;
 }
 
 Status topologyFromEnvironment(int hosts, int ranksPerHost, Topology* out) {
@@ -150,13 +155,7 @@ SimOutcome runChild(const SimSpec& spec) {
   out.ranks = p;
   out.fabric = topo.fabric.describe();
 
-  PlanContext ctx;
-  sliceFromEnvironment(&ctx);
-  if (spec.sliceBytes) ctx.sliceBytes = spec.sliceBytes, ctx.sliceForced = true;
-  ctx.slots = spec.slots ? spec.slots : static_cast<uint32_t>(std::max<int64_t>(1, param::kSlots.get()));
-  ctx.roundSlices = roundSlicesFor(spec, ctx.slots);
-  ctx.directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
-  ctx.topo = &topo;
+  PlanContext ctx = contextFor(spec, topo);
 
   const bool split = spec.coll == Collective::AllGather || spec.coll == Collective::ReduceScatter;
   const uint64_t perRank = split ? spec.bytes / static_cast<uint64_t>(p) : spec.bytes;
@@ -180,8 +179,7 @@ SimOutcome runChild(const SimSpec& spec) {
   }
   out.algo = algo->name;
   // The slice the runtime would run it with: the tuner's best for it.
-  for (const Estimate& e : choice.estimates)
-    if (e.algo == algo) ctx.sliceBytes = e.sliceBytes;
+  ctx.sliceBytes = choice.sliceFor(algo);
   out.sliceBytes = ctx.sliceBytes;
 
   // The tuner's view: as chooseAlgorithm prices it, and without reductions.
@@ -204,7 +202,7 @@ SimOutcome runChild(const SimSpec& spec) {
   LinkModel lm;
   lm.fabricGBs = topo.fabric.link.bandwidthGBs;
   lm.fabricLatencyUs = topo.fabric.link.latencyUs;
-  lm.intraGBs = spec.intraGBs > 0 ? spec.intraGBs : 1.0 / (model.intraBetaUsPerByte * 1e3);
+  lm.intraGBs = spec.intraGBs > 0 ? spec.intraGBs : 1.0 / (model.intraLinkBetaUsPerByte * 1e3);
   lm.intraLatencyUs = spec.intraLatencyUs >= 0 ? spec.intraLatencyUs : model.intraAlphaUs;
   const Bound bound = bandwidthBound(spec.coll, spec.bytes, topo, lm);
   out.boundUs = bound.us;

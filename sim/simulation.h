@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/algorithm.h"
 #include "core/status.h"
 #include "plan/plan.h"
 #include "sim/runner.h"
@@ -47,9 +48,9 @@ struct SimSpec {
   std::function<Status(const Topology&, std::vector<Plan>&)> editPlans;
 };
 
-// The cursor's slices per round for a spec: its own, else the runtime's
-// (NODUS_ROUND_SLICES, 0 there meaning slots / 2).
-uint32_t roundSlicesFor(const SimSpec& spec, uint32_t slots);
+// The PlanContext a spec runs with: the runtime's (contextFromEnvironment),
+// with the spec's slice (forced), slots and round slices where it sets them.
+PlanContext contextFor(const SimSpec& spec, const Topology& topo);
 
 struct LinkSummary {
   int fabricLinks = 0;        // fabric links some slice crossed

@@ -290,6 +290,10 @@ const Posed& PosedSetting(int which) {
       {"hierarchical_2hosts_3local", 6, 3, nullptr, "4", "hierarchical", {Coll::kAllReduce}},
       {"ring_snake_2x2x2", 8, 1, "2x2x2", nullptr, "ring", {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
       {"tree_fattree", 6, 2, nullptr, "2x2", "tree", {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce}},
+      // Two hosts, a core each: the tuner runs the ring's 64-256 KiB calls
+      // in 8-32 KiB slices, below the 128 KiB slot (nodus-topo with
+      // NODUS_TORUS_DIMS=2 --hosts 2 shows them).
+      {"tuned_slices_2hosts", 2, 1, "2", nullptr, nullptr, {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
   };
   return kPosed[which];
 }
@@ -327,7 +331,7 @@ TEST_P(LoopbackTopology, ReducedMatrix) {
   RunMatrix(comms, MakeMatrix(f.nranks, options));
 }
 
-INSTANTIATE_TEST_SUITE_P(Posed, LoopbackTopology, ::testing::Range(0, 7),
+INSTANTIATE_TEST_SUITE_P(Posed, LoopbackTopology, ::testing::Range(0, 8),
                          [](const ::testing::TestParamInfo<int>& info) { return PosedSetting(info.param).name; });
 
 // ---- Non-blocking ------------------------------------------------------------------

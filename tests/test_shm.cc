@@ -116,8 +116,9 @@ const ShmSetting& ShmSettingAt(int which) {
       {"direct", {{"NODUS_ALGO", "direct"}}, {Coll::kAllReduce}},
       {"slots4k", {{"NODUS_SLOT_BYTES", "4096"}}, {}},
       // Slices smaller than the slot (the tuner's choice elsewhere), of a
-      // size no element divides: every slot is posted part full.
-      {"chunk12300", {{"NODUS_CHUNK_BYTES", "12300"}}, {}},
+      // size 4- and 8-byte elements do not divide: every slot is posted
+      // part full.
+      {"chunk12298", {{"NODUS_CHUNK_BYTES", "12298"}}, {}},
       {"tree", {{"NODUS_ALGO", "tree"}}, {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce}},
       {"halving_doubling", {{"NODUS_ALGO", "halving-doubling"}}, {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
       // Processes posing as hosts (NODUS_HOSTID): the topology-aware

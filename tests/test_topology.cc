@@ -512,6 +512,11 @@ TEST(Tuner, OneHostKeepsTheWholeSlotWhereSmallerSlicesWereMeasuredSlower) {
   for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::Broadcast, Collective::Reduce})
     for (uint64_t bytes : {uint64_t{256} << 10, uint64_t{1} << 20, uint64_t{4} << 20})
       EXPECT_EQ(choice(four, c, bytes).sliceBytes, 128u << 10) << collectiveName(c) << " " << bytes;
+  // Forced smaller there, a slice costs the wake-ups measured.
+  PlanContext over;
+  over.topo = &four;
+  over.sliceBytes = 16 << 10;
+  EXPECT_NEAR(CostModel::of(over).intraBetaUsPerByte - 1.0 / 10000, 3.0 * (1.0 / (16 << 10) - 1.0 / (128 << 10)), 1e-12);
   // The per-slice work is folded into the per-byte cost, as measured at 128 KiB.
   PlanContext ctx;
   ctx.topo = &two;

@@ -176,13 +176,7 @@ int run(const Options& o) {
     return 1;
   }
   PlanContext ctx;
-  sliceFromEnvironment(&ctx);
-  ctx.slots = static_cast<uint32_t>(param::kSlots.get());
-  {
-    const int64_t round = param::kRoundSlices.get();  // as CommConfig takes it
-    ctx.roundSlices = static_cast<uint32_t>(round > 0 ? round : std::max<uint32_t>(1, ctx.slots / 2));
-  }
-  ctx.directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
+  contextFromEnvironment(&ctx);
   ctx.topo = &topo;
   const int p = topo.nranks;
   std::vector<Row> rows;

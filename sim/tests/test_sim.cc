@@ -146,34 +146,30 @@ TEST(SimFormula, RingAllReduceSliceRoundsEachPayTheLatencyChain) {
   }
 }
 
-TEST(SimFormula, ChainBroadcastPipelines) {
-  // Contention-free pipeline: (p-1) alpha + (N + (p-2) slice) beta.
+TEST(SimFormula, ChainBroadcastPipelinesAlsoInTheTunersSlice) {
+  // Contention-free pipeline: (p-1) alpha + (N + (p-2) slice) beta, in the
+  // slot and in the tuner's smaller slice (less fill; the 8 slots still
+  // cover the latency).
+  const auto formula = [](double bytes, double slice) { return 7 * 3.0 + (bytes + 6.0 * slice) / 25e3; };
   SimSpec s = baseSpec(torus("8"));
   s.coll = Collective::Broadcast;
-  s.bytes = 4 << 20;
   s.algo = "chain";
-  const SimOutcome o = simulate(s);
-  ASSERT_TRUE(o.ok) << o.error;
-  expectNear(o.simUs, 7 * 3.0 + (s.bytes + 6.0 * (1 << 17)) / 25e3, 0.01, "chain");
-}
-
-TEST(SimFormula, TheTunersSliceShortensAChainAndItsFormulaStillHolds) {
-  // Broadcast of 1 MiB along 8 hosts in the tuner's slice instead of the
-  // slot: less fill, same formula (the 8 slots still cover the latency).
-  SimSpec s = baseSpec(torus("8"));
-  s.coll = Collective::Broadcast;
-  s.bytes = 1 << 20;
-  s.algo = "chain";
-  const SimOutcome slot = simulate(s);
-  ASSERT_TRUE(slot.ok) << slot.error;
-  EXPECT_EQ(slot.sliceBytes, 128u << 10);
-  s.sliceBytes = 0;  // the tuner's pick
-  const SimOutcome tuned = simulate(s);
-  ASSERT_TRUE(tuned.ok) << tuned.error;
-  EXPECT_LT(tuned.sliceBytes, 128u << 10);
-  expectNear(tuned.simUs, 7 * 3.0 + (s.bytes + 6.0 * static_cast<double>(tuned.sliceBytes)) / 25e3, 0.01, "chain");
-  expectNear(tuned.tunerUs, tuned.simUs, 0.01, "tuner");
-  EXPECT_LT(tuned.simUs, 0.8 * slot.simUs);
+  for (uint64_t bytes : {uint64_t{4} << 20, uint64_t{1} << 20}) {
+    s.bytes = bytes;
+    s.sliceBytes = 128 << 10;
+    const SimOutcome slot = simulate(s);
+    ASSERT_TRUE(slot.ok) << slot.error;
+    EXPECT_EQ(slot.sliceBytes, 128u << 10);
+    expectNear(slot.simUs, formula(static_cast<double>(bytes), 1 << 17), 0.01, "chain in the slot");
+    s.sliceBytes = 0;  // the tuner's pick
+    const SimOutcome tuned = simulate(s);
+    ASSERT_TRUE(tuned.ok) << tuned.error;
+    EXPECT_LT(tuned.sliceBytes, 128u << 10);
+    expectNear(tuned.simUs, formula(static_cast<double>(bytes), static_cast<double>(tuned.sliceBytes)), 0.01,
+               "chain in the tuner's slice");
+    expectNear(tuned.tunerUs, tuned.simUs, 0.01, "tuner");
+    EXPECT_LT(tuned.simUs, slot.simUs);
+  }
 }
 
 TEST(SimFormula, RingReduceScatterMatchesTheTuner) {

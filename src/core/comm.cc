@@ -39,17 +39,19 @@ Status CommConfig::fromEnvironment(CommConfig* c) {
   if (round < 0 || round > slots / 2)
     return makeError(nodusInvalidArgument, "NODUS_ROUND_SLICES=%lld is outside [0, NODUS_SLOTS/2 = %lld]",
                      static_cast<long long>(round), static_cast<long long>(slots / 2));
-  c->roundSlices = static_cast<uint32_t>(round == 0 ? slots / 2 : round);
   c->spin = std::max<int64_t>(0, param::kSpin.get());
   c->algo = param::kAlgo.get();
   c->transport = param::kTransport.get();
   c->directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
   NODUS_TRY(parseBindMode(param::kBind.get(), &c->bind));
   NODUS_TRY(AlgoSpec::parse(c->algo, &c->algoSpec));
-  const int64_t chunk = param::kChunkBytes.get();
-  if (chunk < 0) return makeError(nodusInvalidArgument, "NODUS_CHUNK_BYTES must not be negative");
-  c->sliceForced = chunk > 0;
-  c->sliceBytes = chunk == 0 ? c->slotBytes : std::min<size_t>(c->slotBytes, static_cast<size_t>(chunk));
+  if (param::kChunkBytes.get() < 0) return makeError(nodusInvalidArgument, "NODUS_CHUNK_BYTES must not be negative");
+  // The values just checked, as every tool without a communicator takes them.
+  PlanContext ctx;
+  contextFromEnvironment(&ctx);
+  c->sliceBytes = ctx.sliceBytes;
+  c->sliceForced = ctx.sliceForced;
+  c->roundSlices = ctx.roundSlices;
   return Status::ok();
 }
 

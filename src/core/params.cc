@@ -27,7 +27,7 @@ constexpr ParamInfo kParams[] = {
      "Force algorithms: a name for every collective it supports, or rules per collective and size "
      "(allreduce:0-64K:tree,64K-:torus;allgather:ring); nodus-info lists the algorithms."},
     {"NODUS_SLOT_BYTES", ParamType::Int, "131072",
-     "Bytes per transport slot; also the pipelining slice size. Same on every rank."},
+     "Bytes per transport slot, the largest pipelining slice. Same on every rank."},
     {"NODUS_SLOTS", ParamType::Int, "8", "Slots per connection (slices in flight per peer pair), 2 to 64."},
     {"NODUS_ROUND_SLICES", ParamType::Int, "0",
      "Slices of a step the executor moves in a row before the next step, 1 to NODUS_SLOTS/2; 0: "
@@ -71,8 +71,9 @@ constexpr ParamInfo kParams[] = {
     {"NODUS_HWLOC_XML", ParamType::String, "",
      "Read the node from this hwloc XML export instead of detecting it (emulates other machines)."},
     {"NODUS_CHUNK_BYTES", ParamType::Int, "0",
-     "Pipelining slice in bytes for every call (at most NODUS_SLOT_BYTES); 0: the tuner picks it per call, "
-     "from the slot down to 4 KiB."},
+     "Pipelining slice in bytes for every call (at most NODUS_SLOT_BYTES); 0: the tuner picks it per call: "
+     "the slot, or for ring and chain a half of it down to 4 KiB where the cost model says so (never when "
+     "ranks outnumber cores)."},
     // Read by the MPI interposer (plugins/mpi, libnodus_mpi.so), listed here so
     // that nodus-info shows every setting; plugins/mpi/src/config.h has the same default.
     {"NODUS_MPI_MIN_BYTES", ParamType::Int, "512",

@@ -35,6 +35,7 @@ CostModel CostModel::of(const PlanContext& ctx) {
     m.intraSliceUs = 3.0;
   }
   // The 10 GB/s above already pays the per-slice work of 128 KiB slices.
+  m.intraLinkBetaUsPerByte = m.intraBetaUsPerByte;
   const double slice = ctx.sliceBytes ? static_cast<double>(ctx.sliceBytes) : kMeasuredSliceBytes;
   m.intraBetaUsPerByte += m.intraSliceUs * (1.0 / slice - 1.0 / kMeasuredSliceBytes);
   // Halving-doubling against the ring on one host: its sends cost 1.5x a
@@ -228,12 +229,13 @@ Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpe
     Estimate e{a, std::numeric_limits<double>::infinity(), ctx.sliceBytes};
     // The slot, then halves of it: the slice that prices lowest, the larger
     // one on a tie (fewer slices to post).
-    for (uint64_t slice = ctx.sliceBytes;; slice /= 2) {
+    // Halves stay whole cache lines (a slot that is not a power of two).
+    for (uint64_t slice = ctx.sliceBytes;; slice = slice / 2 / 64 * 64) {
       PlanContext at = ctx;
       at.sliceBytes = slice;
       const double t = a->cost(key, at, CostModel::of(at));
       if (t < e.us * (1 - 1e-9)) e.us = t, e.sliceBytes = slice;
-      if (!trySmaller || !a->slicesPriced || slice / 2 < kMinSliceBytes || slice / 2 < key.typeSize) break;
+      if (!trySmaller || !a->slicesPriced || slice / 2 / 64 * 64 < std::max<uint64_t>(kMinSliceBytes, key.typeSize)) break;
     }
     c.estimates.push_back(e);
     // The single-round direct exchange stays below its size limit unless forced.
@@ -243,19 +245,28 @@ Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpe
   if (const Algorithm* f = spec.forcedFor(key); f != nullptr && f->supports(key, ctx)) {
     c.algo = f;
     c.forced = true;
-    for (const Estimate& e : c.estimates)
-      if (e.algo == f) c.sliceBytes = e.sliceBytes;
+    c.sliceBytes = c.sliceFor(f);
   }
   if (c.algo == nullptr) return makeError(nodusInternalError, "no algorithm implements %s", collectiveName(key.coll));
   *out = std::move(c);
   return Status::ok();
 }
 
-void sliceFromEnvironment(PlanContext* ctx) {
-  const int64_t slot = std::max<int64_t>(64, param::kSlotBytes.get()) / 64 * 64;  // as CommConfig takes it
+void contextFromEnvironment(PlanContext* ctx) {
+  const int64_t slot = std::max<int64_t>(64, param::kSlotBytes.get()) / 64 * 64;
   const int64_t chunk = param::kChunkBytes.get();
   ctx->sliceForced = chunk > 0;
   ctx->sliceBytes = static_cast<uint64_t>(chunk > 0 ? std::min(slot, chunk) : slot);
+  ctx->slots = static_cast<uint32_t>(std::clamp<int64_t>(param::kSlots.get(), 2, 64));  // CommConfig's range
+  const int64_t round = param::kRoundSlices.get();
+  ctx->roundSlices = static_cast<uint32_t>(round > 0 ? round : std::max<uint32_t>(1, ctx->slots / 2));
+  ctx->directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
+}
+
+uint64_t Choice::sliceFor(const Algorithm* a) const {
+  for (const Estimate& e : estimates)
+    if (e.algo == a) return e.sliceBytes;
+  return 0;
 }
 
 }  // namespace nodus

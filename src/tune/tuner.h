@@ -48,6 +48,8 @@ struct Choice {
   bool forced = false;
   std::vector<Estimate> estimates;  // every algorithm that supports the call
   std::string explain() const;      // "ring 12.3us/128K*, tree 15.0us/32K, ..." for logs
+  // The slice `a` runs in: its estimate's (0 if `a` does not support the call).
+  uint64_t sliceFor(const Algorithm* a) const;
 };
 
 // The smallest slice the tuner tries.
@@ -60,9 +62,11 @@ constexpr uint64_t kMinSliceBytes = 4096;
 // NODUS_ALGO's rules then force the algorithm (at its own best slice).
 Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpec& spec, Choice* out);
 
-// The slice as the environment gives it, for tools that have no
-// communicator: NODUS_SLOT_BYTES, or NODUS_CHUNK_BYTES (forced) when set.
-void sliceFromEnvironment(PlanContext* ctx);
+// What a communicator's PlanContext takes from the environment (CommConfig
+// checks the same values first): the slice (NODUS_SLOT_BYTES, or
+// NODUS_CHUNK_BYTES forced when set), NODUS_SLOTS, NODUS_ROUND_SLICES (0:
+// half the slots) and NODUS_DIRECT_MAX_BYTES. For tools without one.
+void contextFromEnvironment(PlanContext* ctx);
 
 std::string formatBytes(uint64_t bytes);  // 131072 -> "128K"
 
