@@ -207,6 +207,68 @@ TEST_P(TcpNetRoundTrip, EverySizeArrivesWholeAndInOrder) {
 INSTANTIATE_TEST_SUITE_P(Sockets, TcpNetRoundTrip, ::testing::Values(1, 2, 4),
                          [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param) + "socks"; });
 
+// Receives posted into one buffer and pointed at another before any data
+// came (how the net transport lands a message straight in a collective's
+// buffer): the message arrives there, whole, on 1..4 sockets; one that has
+// begun cannot be moved; one too large for its new place goes to the
+// buffer it was posted with, and the reported size tells the caller so.
+TEST_P(TcpNetRoundTrip, RetargetedReceivesLandWhereTheyWerePointed) {
+  const int nsocks = GetParam();
+  auto n = MakeNet(nsocks);
+  ASSERT_TRUE(n->anyMemory());
+  net::Handle handle;
+  std::unique_ptr<net::Listener> listener;
+  ASSERT_TRUE(n->listen(0, &handle, &listener).isOk());
+  std::unique_ptr<net::SendComm> sc;
+  ASSERT_TRUE(n->connect(0, handle, net::Identity{secret_, 3}, Clock::now() + 5s, &sc).isOk());
+  std::unique_ptr<net::RecvComm> rc;
+  ASSERT_TRUE(n->accept(*listener, secret_, Clock::now() + 5s, &rc).isOk());
+  std::unique_ptr<net::MemoryRegion> mr;
+  ASSERT_TRUE(n->regMr(nullptr, 0, &mr).isOk());
+
+  constexpr size_t kSlot = 300000;
+  std::vector<uint8_t> slot0(kSlot, 0xee), slot1(kSlot, 0xee), slot2(kSlot, 0xee);
+  std::vector<uint8_t> place0(200000 + 1, 0xdd), place2(1000, 0xdd);
+  std::vector<uint8_t> msg0(200000), msg1(250000), msg2(5000);
+  for (size_t k = 0; k < msg0.size(); ++k) msg0[k] = static_cast<uint8_t>(k * 7 + 1);
+  for (size_t k = 0; k < msg1.size(); ++k) msg1[k] = static_cast<uint8_t>(k * 11 + 2);
+  for (size_t k = 0; k < msg2.size(); ++k) msg2[k] = static_cast<uint8_t>(k * 13 + 3);
+  net::Request *r0 = nullptr, *r1 = nullptr, *r2 = nullptr, *s0 = nullptr, *s1 = nullptr, *s2 = nullptr;
+  ASSERT_TRUE(n->irecv(*rc, slot0.data(), kSlot, *mr, &r0).isOk());
+  ASSERT_TRUE(n->irecv(*rc, slot1.data(), kSlot, *mr, &r1).isOk());
+  ASSERT_TRUE(n->irecv(*rc, slot2.data(), kSlot, *mr, &r2).isOk());
+  // Nothing has been sent: receive 0 moves.
+  ASSERT_TRUE(n->retarget(r0, place0.data(), 200000));
+  // Receive 2 moves to a place too small for what will come.
+  ASSERT_TRUE(n->retarget(r2, place2.data(), place2.size()));
+  ASSERT_TRUE(n->isend(*sc, msg0.data(), msg0.size(), *mr, &s0).isOk());
+  ASSERT_TRUE(n->isend(*sc, msg1.data(), msg1.size(), *mr, &s1).isOk());
+  ASSERT_TRUE(n->isend(*sc, msg2.data(), msg2.size(), *mr, &s2).isOk());
+  size_t bytes = 0;
+  // Receive 1 starts while receive 0 is tested to its end...
+  std::thread sender([&] {
+    size_t b = 0;
+    for (net::Request* r : {s0, s1, s2}) EXPECT_TRUE(Drive(*n, r, &b).isOk());
+  });
+  Status st = Drive(*n, r0, &bytes);
+  ASSERT_TRUE(st.isOk()) << st.message();
+  EXPECT_EQ(bytes, msg0.size());
+  EXPECT_EQ(memcmp(place0.data(), msg0.data(), msg0.size()), 0);
+  EXPECT_EQ(place0[200000], 0xdd) << "written past the new place";
+  EXPECT_EQ(slot0[0], 0xee) << "the slot it was moved from was written";
+  st = Drive(*n, r1, &bytes);
+  ASSERT_TRUE(st.isOk()) << st.message();
+  // ...and once it is in, it cannot move.
+  EXPECT_FALSE(n->retarget(r1, place0.data(), 200000));
+  EXPECT_EQ(memcmp(slot1.data(), msg1.data(), msg1.size()), 0);
+  st = Drive(*n, r2, &bytes);
+  sender.join();
+  ASSERT_TRUE(st.isOk()) << st.message();
+  EXPECT_EQ(bytes, msg2.size());  // larger than place2: the caller knows it is in slot2
+  EXPECT_EQ(memcmp(slot2.data(), msg2.data(), msg2.size()), 0);
+  EXPECT_EQ(place2[0], 0xdd) << "a message too large for its new place was written there";
+}
+
 // Strangers connect first: a wrong secret, garbage, a greeting cut short,
 // one that says nothing. Each is refused (closed) and the real peer, which
 // connects last, is accepted at once — the silent one does not hold it up.

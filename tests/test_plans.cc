@@ -91,6 +91,84 @@ TEST(PlanCursor, RoundsOfSlicesStepByStep) {
   EXPECT_EQ(walk(4), "0:0 0:1 0:2 0:3 1:0 1:1 1:2 0:4 2:0 2:1 ");
 }
 
+// Which sends may leave from the buffer itself (a transport sends it later,
+// by reference): not those whose range a later step of the phase, a later
+// phase, or an earlier step of the phase not aligned with it writes again.
+TEST(StableSends, OnlyRangesNothingWritesAfterTheSendAreMarked) {
+  auto step = [](Op op, Range src, Range dst, uint64_t count) {
+    Step s;
+    s.op = op;
+    s.recvPeer = opReceives(op) ? 1 : -1;
+    s.sendPeer = opSends(op) ? 1 : -1;
+    s.src = src;
+    s.dst = dst;
+    s.count = count;
+    return s;
+  };
+  Plan p;
+  p.key = PlanKey{Collective::AllReduce, 2, 0, 100, 4, 0, false};
+  p.steps = {
+      step(Op::Copy, {Buf::Send, 0}, {Buf::Recv, 0}, 10),         // 0: writes recv[0,10)
+      step(Op::Send, {Buf::Recv, 0}, {}, 10),                     // 1: aligned with 0's write: stable
+      step(Op::Send, {Buf::Recv, 5}, {}, 10),                     // 2: 0 writes [5,10) in other slices: not
+      step(Op::Send, {Buf::Recv, 20}, {}, 10),                    // 3: step 4 writes [25,30) after it: not
+      step(Op::Recv, {}, {Buf::Recv, 25}, 10),                    // 4
+      step(Op::Send, {Buf::Send, 0}, {}, 50),                     // 5: nothing writes Send: stable
+      step(Op::RecvCopySend, {}, {Buf::Recv, 40}, 10),            // 6: sends recv[40,50); phase 2 writes 45: not
+      step(Op::RecvReduceSend, {Buf::Send, 0}, {}, 10),           // 7: computed into the slot: never
+      step(Op::RecvReduceCopySend, {Buf::Send, 0}, {Buf::Scratch, 0}, 10),  // 8: scratch, untouched later: stable
+      step(Op::Recv, {}, {Buf::Recv, 45}, 5),                     // 9 (phase 2)
+      step(Op::Send, {Buf::Recv, 60}, {}, 10),                    // 10: the last writer of [60,70) is in phase 1
+  };
+  p.steps.insert(p.steps.begin(), step(Op::Recv, {}, {Buf::Recv, 60}, 10));  // phase 1's first step
+  p.phaseStarts = {10};
+  markStableSends(p);
+  std::vector<bool> got;
+  for (const Step& st : p.steps) got.push_back(st.sendsStable);
+  // (index 0 is the inserted Recv into [60,70); step 10 of the list above is index 11)
+  EXPECT_EQ(got, (std::vector<bool>{false, false, true, false, false, false, true, false, false, true, false, true}));
+
+  // In place, Send aliases Recv as the collective says: AllGather's rank 1
+  // sends from recv[count, 2 count), which a later write there reaches.
+  Plan ag;
+  ag.key = PlanKey{Collective::AllGather, 2, 1, 8, 4, 0, true};
+  ag.steps = {step(Op::Send, {Buf::Send, 0}, {}, 8), step(Op::Recv, {}, {Buf::Recv, 0}, 8)};
+  markStableSends(ag);
+  EXPECT_TRUE(ag.steps[0].sendsStable) << "rank 1's own block, recv[8,16), is not written by its recv into [0,8)";
+  ag.steps[1].dst = {Buf::Recv, 12};
+  markStableSends(ag);
+  EXPECT_FALSE(ag.steps[0].sendsStable) << "recv[12,20) overlaps the block rank 1 sends in place";
+  ag.key.inPlace = false;
+  markStableSends(ag);
+  EXPECT_TRUE(ag.steps[0].sendsStable) << "out of place the send buffer is apart";
+
+  // Point-to-point sends are never left by reference (they would wait for
+  // their receiver), nor plans past the step limit.
+  Plan send;
+  send.key = PlanKey{Collective::Send, 2, 0, 8, 4, 1, false};
+  send.steps = {step(Op::Send, {Buf::Send, 0}, {}, 8)};
+  markStableSends(send);
+  EXPECT_FALSE(send.steps[0].sendsStable);
+  markStableSends(ag, 1);
+  EXPECT_FALSE(ag.steps[0].sendsStable);
+
+  // What the tuner builds: a ring AllGather sends every block from where it
+  // lies, in place or not.
+  for (bool inPlace : {false, true}) {
+    Plan ring;
+    ring.key = PlanKey{Collective::AllGather, 5, 2, 1000, 4, 0, inPlace};
+    PlanContext ctx;
+    ctx.sliceBytes = 1024;
+    ctx.slots = 8;
+    ASSERT_TRUE(findAlgorithm("ring")->build(ring.key, ctx, ring).isOk());
+    markStableSends(ring);
+    for (const Step& st : ring.steps) {
+      if (!opSends(st.op)) continue;
+      EXPECT_TRUE(st.sendsStable) << describe(ring);
+    }
+  }
+}
+
 // Every rank count 1..64, split so ctest runs the parts in parallel. Up to 16
 // ranks: every count of countsFor() and every root; beyond, the counts that
 // exercise empty, single-element and uneven blocks, with a few roots.

@@ -13,6 +13,8 @@ namespace nodus {
 
 namespace {
 constexpr size_t kPage = 4096;
+// In RingHeader::sizes: the slot holds the address of the bytes (postFrom).
+constexpr uint64_t kReference = uint64_t{1} << 63;
 size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 }  // namespace
 
@@ -53,12 +55,13 @@ size_t ringBytes(uint32_t slots, size_t slotBytes) {
   return roundUp(sizeof(RingHeader), kPage) + static_cast<size_t>(slots) * roundUp(slotBytes, 64);
 }
 
-RingSender::RingSender(void* mem, uint32_t slots, size_t slotBytes, Doorbell* receiverBell)
+RingSender::RingSender(void* mem, uint32_t slots, size_t slotBytes, Doorbell* receiverBell, bool sameProcess)
     : hdr_(static_cast<RingHeader*>(mem)),
       data_(static_cast<std::byte*>(mem) + roundUp(sizeof(RingHeader), kPage)),
       slots_(slots),
       slotBytes_(roundUp(slotBytes, 64)),
-      peer_(receiverBell) {
+      peer_(receiverBell),
+      sameProcess_(sameProcess) {
   head_ = hdr_->head.load(std::memory_order_relaxed);
   cachedTail_ = hdr_->tail.load(std::memory_order_acquire);
 }
@@ -78,12 +81,34 @@ void RingSender::post(size_t bytes) {
   peer_->ring();
 }
 
-RingReceiver::RingReceiver(void* mem, uint32_t slots, size_t slotBytes, Doorbell* senderBell)
+bool RingSender::postFrom(const std::byte* src, size_t bytes) {
+  // Another process cannot read our addresses; and a sender of references
+  // waits at the end of the call until its receiver has read them, which
+  // costs more than copying a small slice (loopback, 2-4 ranks: 8-512 B
+  // AllReduce and AllGather 0.6-0.8x by reference, 8 KiB 2-3x faster).
+  if (!sameProcess_ || bytes < kMinReferenceBytes) return false;
+  memcpy(data_ + (head_ % slots_) * slotBytes_, &src, sizeof(src));
+  hdr_->sizes[head_ % slots_] = bytes | kReference;
+  ++head_;
+  referenced_ = head_;
+  hdr_->head.store(head_, std::memory_order_release);
+  peer_->ring();
+  return true;
+}
+
+bool RingSender::referencesDone() {
+  if (cachedTail_ >= referenced_) return true;
+  cachedTail_ = hdr_->tail.load(std::memory_order_acquire);
+  return cachedTail_ >= referenced_;
+}
+
+RingReceiver::RingReceiver(void* mem, uint32_t slots, size_t slotBytes, Doorbell* senderBell, bool sameProcess)
     : hdr_(static_cast<RingHeader*>(mem)),
       data_(static_cast<const std::byte*>(mem) + roundUp(sizeof(RingHeader), kPage)),
       slots_(slots),
       slotBytes_(roundUp(slotBytes, 64)),
-      peer_(senderBell) {
+      peer_(senderBell),
+      sameProcess_(sameProcess) {
   tail_ = hdr_->tail.load(std::memory_order_relaxed);
   cachedHead_ = hdr_->head.load(std::memory_order_acquire);
 }
@@ -94,7 +119,14 @@ const std::byte* RingReceiver::tryPeek(size_t* bytes) {
     if (cachedHead_ == tail_) return nullptr;
   }
   const size_t i = tail_ % slots_;
-  *bytes = hdr_->sizes[i];
+  const uint64_t size = hdr_->sizes[i];
+  if (sameProcess_ && (size & kReference) != 0) {
+    *bytes = size & ~kReference;
+    const std::byte* src = nullptr;
+    memcpy(&src, data_ + i * slotBytes_, sizeof(src));
+    return src;
+  }
+  *bytes = size;
   return data_ + i * slotBytes_;
 }
 

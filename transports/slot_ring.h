@@ -17,6 +17,8 @@
 namespace nodus {
 
 constexpr uint32_t kMaxSlots = 64;
+// The smallest slice a RingSender posts by reference (postFrom).
+constexpr size_t kMinReferenceBytes = 8192;
 
 struct alignas(64) RingHeader {
   alignas(64) std::atomic<uint64_t> head{0};
@@ -32,13 +34,21 @@ size_t ringBytes(uint32_t slots, size_t slotBytes);
 // RingReceiver (the net transport's proxy, which keeps several in flight).
 std::byte* ringSlot(void* mem, size_t slotBytes, uint64_t index, uint32_t slots);
 
-// `mem` points at ringBytes() bytes shared by both sides.
+// `mem` points at ringBytes() bytes shared by both sides. Where both sides
+// are threads of one process (`sameProcess`, loopback), postFrom() puts the
+// address of the bytes in the slot and the receiver reads them from the
+// sender's memory: one copy instead of two, and the sender's memory is read
+// as late as the receiver gets to it (a plan that wrote it again too early
+// shows in the loopback tests' results).
 class RingSender final : public SendConnection {
  public:
-  RingSender(void* mem, uint32_t slots, size_t slotBytes, Doorbell* receiverBell);
+  RingSender(void* mem, uint32_t slots, size_t slotBytes, Doorbell* receiverBell, bool sameProcess = false);
   std::byte* tryAcquire() override;
   void post(size_t bytes) override;
   size_t slotBytes() const override { return slotBytes_; }
+  bool postFrom(const std::byte* src, size_t bytes) override;
+  bool referencesDone() override;
+  uint64_t posted() const { return head_; }  // slots posted so far (the next one's index)
 
  private:
   RingHeader* hdr_;
@@ -48,13 +58,16 @@ class RingSender final : public SendConnection {
   Doorbell* peer_;
   uint64_t head_ = 0;        // our copy: only we write head
   uint64_t cachedTail_ = 0;  // last tail we read
+  bool sameProcess_;
+  uint64_t referenced_ = 0;  // slots up to the last postFrom
 };
 
 class RingReceiver final : public RecvConnection {
  public:
-  RingReceiver(void* mem, uint32_t slots, size_t slotBytes, Doorbell* senderBell);
+  RingReceiver(void* mem, uint32_t slots, size_t slotBytes, Doorbell* senderBell, bool sameProcess = false);
   const std::byte* tryPeek(size_t* bytes) override;
   void release() override;
+  uint64_t released() const { return tail_; }  // slots released so far (the next one's index)
 
  private:
   RingHeader* hdr_;
@@ -64,6 +77,7 @@ class RingReceiver final : public RecvConnection {
   Doorbell* peer_;
   uint64_t tail_ = 0;
   uint64_t cachedHead_ = 0;
+  bool sameProcess_;
 };
 
 // Faults in the pages of [p, p+bytes) for this process (write: allocate too).

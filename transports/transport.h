@@ -30,6 +30,18 @@ class SendConnection {
   // Publishes the acquired slot holding `bytes` bytes.
   virtual void post(size_t bytes) = 0;
   virtual size_t slotBytes() const = 0;
+  // Instead of filling the acquired slot, publishes `bytes` bytes at `src`,
+  // this rank's memory, which the transport sends from directly (one copy
+  // less: tcp hands the user's buffer to the kernel). The caller must leave
+  // that memory unchanged until referencesDone(). False where the transport
+  // cannot (the slot is still acquired: fill it and post()).
+  virtual bool postFrom(const std::byte* src, size_t bytes) {
+    (void)src;
+    (void)bytes;
+    return false;
+  }
+  // Whether the memory of every postFrom() so far is no longer needed.
+  virtual bool referencesDone() { return true; }
 };
 
 class RecvConnection {
@@ -39,6 +51,22 @@ class RecvConnection {
   virtual const std::byte* tryPeek(size_t* bytes) = 0;
   // Hands the peeked slot back to the sender.
   virtual void release() = 0;
+  // tryPeek() for a caller that knows where the message goes (`dst`, room
+  // for `dstBytes`): a transport that can receive it straight there does,
+  // and then sets *placed (the returned slot holds nothing to read; release
+  // it as usual). Until the message is in, the transport may write into
+  // `dst`: a caller that gives up waiting calls cancelPlacement() before
+  // it lets go of that memory.
+  virtual const std::byte* tryPeekTo(std::byte* dst, size_t dstBytes, size_t* bytes, bool* placed) {
+    (void)dst;
+    (void)dstBytes;
+    *placed = false;
+    return tryPeek(bytes);
+  }
+  // Withdraws an outstanding tryPeekTo() destination: after it returns
+  // nothing writes there (a message already partly in it breaks the
+  // connection, which has failed anyway when this is called).
+  virtual void cancelPlacement() {}
 };
 
 // What a communicator tells a transport when it connects ranks.

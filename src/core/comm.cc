@@ -479,6 +479,7 @@ Status Comm::plan(const PlanKey& key, const Plan** out) {
   p->sliceElems = std::max<uint64_t>(1, choice.sliceBytes / key.typeSize);
   p->roundSlices = cfg_.roundSlices;
   for (const Step& s : p->steps) p->maxSlices = std::max(p->maxSlices, (s.count + p->sliceElems - 1) / p->sliceElems);
+  markStableSends(*p);
   NODUS_INFO(rank_, "%s count=%llu x %uB%s root=%d: %s in %s slices%s, %zu step(s), %zu phase(s) (estimates: %s)",
              collectiveName(key.coll), static_cast<unsigned long long>(key.count), key.typeSize,
              key.inPlace ? " in-place" : "", key.root, algo->name, formatBytes(choice.sliceBytes).c_str(),

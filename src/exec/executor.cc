@@ -150,15 +150,24 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
     const uint64_t off = t.at.slice * plan.sliceElems;
     const uint64_t n = std::min(plan.sliceElems, st.count - off);
     const size_t bytes = n * ts;
+    const bool fin = avg && st.finalAvg;
+    const bool whole = t.recvParts.empty();  // else stepSplit
     const std::byte* in = nullptr;
     std::byte* out = nullptr;
     RecvConnection* rc = nullptr;
     SendConnection* sc = nullptr;
+    bool placed = false;  // the slice came straight into dst (RecvConnection::tryPeekTo)
     if (opReceives(st.op)) {
       rc = comm.recvFrom(st.recvPeer);
       size_t got = 0;
-      in = rc->tryPeek(&got);
-      if (!in) return moved;
+      // Where the slice only lands unchanged, the transport may put it there.
+      std::byte* to = whole && !fin && (st.op == Op::Recv || st.op == Op::RecvCopySend) ? resolve(t, st.dst, off, ts) : nullptr;
+      in = to ? rc->tryPeekTo(to, bytes, &got, &placed) : rc->tryPeek(&got);
+      if (!in) {
+        if (to) t.placing = rc;
+        return moved;
+      }
+      t.placing = nullptr;
       if (got != bytes) {
         *err = makeError(nodusInvalidUsage,
                          "%s: rank %d sent %zu bytes where %zu were expected: ranks called different "
@@ -172,19 +181,31 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
       out = sc->tryAcquire();
       if (!out) return moved;
     }
-    const bool fin = avg && st.finalAvg;
-    if (!t.recvParts.empty()) {
+    // Sends `from` by reference where the plan allows and the transport can,
+    // else copies it into the acquired slot.
+    bool referenced = false;
+    auto sendOut = [&](const std::byte* from) {
+      if (st.sendsStable && sc->postFrom(from, bytes)) {
+        referenced = true;
+        if (t.referencing.empty() || t.referencing.back() != sc) {
+          if (std::find(t.referencing.begin(), t.referencing.end(), sc) == t.referencing.end()) t.referencing.push_back(sc);
+        }
+      } else {
+        memcpy(out, from, bytes);
+      }
+    };
+    if (!whole) {
       if (Status s = stepSplit(t, st, off, n, ts, in, out); !s.isOk()) {
         *err = std::move(s);
         return moved;
       }
     } else switch (st.op) {
       case Op::Send:
-        memcpy(out, resolve(t, st.src, off, ts), bytes);
+        sendOut(resolve(t, st.src, off, ts));
         break;
       case Op::Recv:
         if (fin) scaleAvg(t.type, resolve(t, st.dst, off, ts), in, n, p);
-        else memcpy(resolve(t, st.dst, off, ts), in, bytes);
+        else if (!placed) memcpy(resolve(t, st.dst, off, ts), in, bytes);
         break;
       case Op::RecvReduceSend:
         reduce(t.type, op, out, in, resolve(t, st.src, off, ts), n);
@@ -194,13 +215,16 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
         std::byte* dst = resolve(t, st.dst, off, ts);
         if (fin) reduceAvgFinal(t.type, dst, in, resolve(t, st.src, off, ts), n, p);
         else reduce(t.type, op, dst, in, resolve(t, st.src, off, ts), n);
-        if (out) memcpy(out, dst, bytes);
+        if (out) sendOut(dst);
         break;
       }
-      case Op::RecvCopySend:
-        memcpy(resolve(t, st.dst, off, ts), in, bytes);
-        memcpy(out, in, bytes);
+      case Op::RecvCopySend: {
+        std::byte* dst = resolve(t, st.dst, off, ts);
+        if (!placed) memcpy(dst, in, bytes);
+        if (st.sendsStable) sendOut(dst);
+        else memcpy(out, placed ? dst : in, bytes);
         break;
+      }
       case Op::Copy: {
         std::byte* dst = resolve(t, st.dst, off, ts);
         const std::byte* src = resolve(t, st.src, off, ts);
@@ -216,14 +240,23 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
       }
     }
     if (rc) rc->release();
-    if (sc) sc->post(bytes);
+    if (sc && !referenced) sc->post(bytes);
     moved = true;
     nextSlice(t);
   }
   return moved;
 }
 
+// Whether the transports are done with what `t` sent by reference.
+bool releaseReferences(Task& t) {
+  std::erase_if(t.referencing, [](SendConnection* c) { return c->referencesDone(); });
+  return t.referencing.empty();
+}
+
 std::string waitingFor(const Task& t) {
+  if (t.at.done && !t.referencing.empty())
+    return std::string(collectiveName(t.plan->key.coll)) + " (" + t.plan->algorithm +
+           "): its last messages have not left (sent from the collective's buffers)";
   if (t.at.done || t.plan->steps.empty()) return "";
   const Step& s = t.plan->steps[t.at.step];
   std::string w = std::string(collectiveName(t.plan->key.coll)) + " (" + t.plan->algorithm + ") step " +
@@ -308,18 +341,23 @@ Status runTasks(std::span<Task> tasks) {
     bool moved = false;
     *allDone = true;
     for (size_t i = 0; i < tasks.size(); ++i) {
-      if (tasks[i].at.done) continue;
-      moved |= advance(tasks, i, gated ? &gate : nullptr, &err);
+      Task& t = tasks[i];
+      if (t.finished()) continue;
+      if (!t.at.done) moved |= advance(tasks, i, gated ? &gate : nullptr, &err);
       if (!err.isOk()) return moved;
-      *allDone &= tasks[i].at.done;
+      if (t.at.done && !t.referencing.empty() && releaseReferences(t)) moved = true;
+      *allDone &= t.finished();
     }
     return moved;
   };
   auto fail = [&](Status s) {
     for (Task& t : tasks) {
-      if (t.at.done) continue;
+      if (t.finished()) continue;
+      if (t.placing) t.placing->cancelPlacement();
+      t.placing = nullptr;
       t.comm->recordFailure(s);
-      t.comm->notifyPeersOfFailure();
+      t.comm->notifyPeersOfFailure();  // the transports let go of the task's buffers
+      t.referencing.clear();
     }
     return s;
   };
@@ -343,13 +381,13 @@ Status runTasks(std::span<Task> tasks) {
     // Checks that cost a clock read or a syscall happen only once spinning stopped.
     Task* waiting = nullptr;
     for (Task& t : tasks)
-      if (!t.at.done) {
+      if (!t.finished()) {
         waiting = &t;
         break;
       }
     Comm& comm = *waiting->comm;
     for (Task& t : tasks)
-      if (!t.at.done && t.comm->aborted()) return fail(makeError(nodusAborted, "aborted by nodusCommAbort"));
+      if (!t.finished() && t.comm->aborted()) return fail(makeError(nodusAborted, "aborted by nodusCommAbort"));
     const auto now = Clock::now();
     if (now - lastPeerCheck > std::chrono::milliseconds(5)) {
       lastPeerCheck = now;

@@ -20,6 +20,8 @@
 namespace nodus {
 
 class Comm;
+class SendConnection;
+class RecvConnection;
 
 // What a caller holds for a non-blocking operation.
 struct Request {
@@ -47,6 +49,13 @@ struct Task {
   uint64_t partElems = 0;
   std::shared_ptr<Request> request;  // may be null (blocking call)
   PlanCursor at;  // progress
+  // Connections that send from this task's buffers (SendConnection::
+  // postFrom): the task is finished once they all let go of them.
+  std::vector<SendConnection*> referencing;
+  // A connection that may be receiving into this task's buffers now
+  // (RecvConnection::tryPeekTo): withdrawn if the task fails.
+  RecvConnection* placing = nullptr;
+  bool finished() const { return at.done && referencing.empty(); }
 };
 
 // Runs the tasks to completion (or the first error, which is also recorded on

@@ -125,3 +125,65 @@ void PlanCursor::settle(const Plan& p, uint64_t sliceElems) {
 }
 
 }  // namespace nodus
+
+namespace nodus {
+namespace {
+
+// A range of one step in one address space: Send, Recv (which an in-place
+// call's Send lies in) or Scratch, in elements.
+struct Span {
+  int space;
+  int64_t begin, end;
+};
+
+Span spanOf(const PlanKey& k, const Range& r, uint64_t count) {
+  int64_t at = static_cast<int64_t>(r.offset);
+  int space = static_cast<int>(r.buf);
+  if (r.buf == Buf::Send && k.inPlace) {
+    space = static_cast<int>(Buf::Recv);
+    const int64_t share = static_cast<int64_t>(k.count) * k.rank;
+    if (k.coll == Collective::AllGather) at += share;            // send = recv + rank * count
+    else if (k.coll == Collective::ReduceScatter) at -= share;  // recv = send + rank * count
+  }
+  return {space, at, at + static_cast<int64_t>(count)};
+}
+
+bool writes(Op op) { return op != Op::Send && op != Op::RecvReduceSend; }
+
+}  // namespace
+
+void markStableSends(Plan& plan, size_t maxSteps) {
+  const size_t n = plan.steps.size();
+  for (Step& s : plan.steps) s.sendsStable = false;
+  // A point-to-point send must not wait for its receiver (a send left to
+  // the transport by reference is not done until the transport let go).
+  if (n > maxSteps || plan.key.coll == Collective::Send) return;
+  std::vector<size_t> phaseOf(n, 0);
+  for (size_t i = 0, ph = 0; i < n; ++i) {
+    while (ph < plan.phaseStarts.size() && plan.phaseStarts[ph] <= i) ++ph;
+    phaseOf[i] = ph;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    Step& s = plan.steps[i];
+    if (!opSends(s.op) || s.op == Op::RecvReduceSend || s.count == 0) continue;  // that one's out is computed into the slot
+    const Span out = spanOf(plan.key, s.op == Op::Send ? s.src : s.dst, s.count);
+    bool stable = true;
+    for (size_t j = 0; j < n && stable; ++j) {
+      const Step& w = plan.steps[j];
+      if (j == i || phaseOf[j] < phaseOf[i] || !writes(w.op) || w.count == 0) continue;
+      const Span d = spanOf(plan.key, w.dst, w.count);
+      if (w.op == Op::Copy && !w.finalAvg) {
+        const Span from = spanOf(plan.key, w.src, w.count);
+        if (from.space == d.space && from.begin == d.begin) continue;  // in place: the executor skips it
+      }
+      if (d.space != out.space || d.end <= out.begin || out.end <= d.begin) continue;
+      // An earlier step of the phase writing from the same element on writes
+      // each element in the same slice, so before this step sends it (a
+      // ring's Copy of its own block, then its Send).
+      stable = j < i && phaseOf[j] == phaseOf[i] && d.begin == out.begin;
+    }
+    s.sendsStable = stable;
+  }
+}
+
+}  // namespace nodus

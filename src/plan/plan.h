@@ -72,6 +72,11 @@ struct Step {
   // This step writes a final value of an average: the executor divides by
   // nranks here (when the call's op is nodusAvg).
   bool finalAvg = false;
+  // What this step sends (src for Send, dst for Recv[Reduce]CopySend) is not
+  // written again by the plan once the step has run (markStableSends): a
+  // transport may send it from there rather than from a copy in a slot
+  // (SendConnection::postFrom).
+  bool sendsStable = false;
 };
 
 // The signature a plan depends on (and is cached by).
@@ -143,5 +148,13 @@ uint64_t sendElems(const PlanKey& k);
 uint64_t recvElems(const PlanKey& k);
 
 std::string describe(const Plan& plan);  // one step a line, for debugging
+
+// Sets Step::sendsStable: a sending step's range overlaps no range that a
+// later step of its phase (slice-major: it writes each slice after this one
+// sent it), a step of a later phase, or an earlier step of its phase not
+// starting at the same element (its later slices run after) writes, with
+// Send and Recv aliased as an in-place call aliases them. Plans of more than
+// `maxSteps` steps are left unmarked (quadratic).
+void markStableSends(Plan& plan, size_t maxSteps = 4096);
 
 }  // namespace nodus

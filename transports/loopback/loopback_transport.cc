@@ -52,8 +52,9 @@ class LoopbackTransport final : public Transport {
     out.peerDoorbells.assign(req.nranks, nullptr);
     for (int peer : req.peers) {
       auto other = all[peer]->shared_from_this();
-      out.send[peer] = std::make_unique<RingSender>(other->ring(req.rank), req.slots, req.slotBytes, &other->bell);
-      out.recv[peer] = std::make_unique<RingReceiver>(me->ring(peer), req.slots, req.slotBytes, &other->bell);
+      // Threads of one process: slots may carry addresses (postFrom).
+      out.send[peer] = std::make_unique<RingSender>(other->ring(req.rank), req.slots, req.slotBytes, &other->bell, true);
+      out.recv[peer] = std::make_unique<RingReceiver>(me->ring(peer), req.slots, req.slotBytes, &other->bell, true);
       out.peerDoorbells[peer] = &other->bell;
       held_.push_back(std::move(other));
     }

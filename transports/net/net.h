@@ -116,6 +116,21 @@ class Net {
   virtual void shutdown(SendComm& comm) = 0;
   virtual void shutdown(RecvComm& comm) = 0;
 
+  // Whether isend / irecv take memory that regMr() never saw (sockets): the
+  // transport then sends from and receives into the collective's own
+  // buffers instead of copying through its slots.
+  virtual bool anyMemory() const { return false; }
+  // Points a posted receive that has not written any data yet at other
+  // memory (anyMemory() nets); false once it has begun. A message larger
+  // than `bytes` that fits the receive's own buffer still goes there: the
+  // caller tells which by the size test() reports.
+  virtual bool retarget(Request* req, void* data, size_t bytes) {
+    (void)req;
+    (void)data;
+    (void)bytes;
+    return false;
+  }
+
   // A socket of a send comm progresses when it becomes writable; a verbs
   // completion channel becomes readable whichever way the data goes.
   enum class SendReadiness { Writable, Readable };

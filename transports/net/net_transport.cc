@@ -68,6 +68,19 @@ struct NetPeer {
   std::deque<net::Request*> recvReqs;
   bool broken = false;
 
+  // Nets that take any memory (Net::anyMemory) move the collective's own
+  // buffers, per slot of the rings:
+  // - sendFrom: where a posted slot's bytes really are (NetSender::postFrom;
+  //   null: in the slot), written by the executor before it posts;
+  // - recvTo / recvToBytes: where the executor asked the slot's message to
+  //   land (NetReceiver::tryPeekTo), under progressMu;
+  // - recvPlaced: whether it did, written before the ring's head publishes
+  //   the slot.
+  std::vector<const std::byte*> sendFrom;
+  std::vector<std::byte*> recvTo;
+  std::vector<size_t> recvToBytes;
+  std::vector<uint8_t> recvPlaced;
+
   // Seen by the executor's thread (checkPeer).
   std::atomic<bool> failed{false};
   std::mutex mu;
@@ -96,11 +109,14 @@ class NetSender final : public SendConnection {
   std::byte* tryAcquire() override;
   void post(size_t bytes) override;
   size_t slotBytes() const override { return ring_.slotBytes(); }
+  bool postFrom(const std::byte* src, size_t bytes) override;
+  bool referencesDone() override;
 
  private:
   NetTransport* t_;
   NetPeer* p_;
   RingSender ring_;
+  uint64_t referenced_ = 0;  // slots up to the last postFrom (the ring's tail must pass it)
 };
 
 class NetReceiver final : public RecvConnection {
@@ -109,6 +125,8 @@ class NetReceiver final : public RecvConnection {
       : t_(t), p_(p), ring_(mem, slots, slotBytes, quiet) {}
   const std::byte* tryPeek(size_t* bytes) override;
   void release() override;
+  const std::byte* tryPeekTo(std::byte* dst, size_t dstBytes, size_t* bytes, bool* placed) override;
+  void cancelPlacement() override;
 
  private:
   NetTransport* t_;
@@ -180,6 +198,10 @@ class NetTransport final : public Transport {
       NODUS_TRY(p->recvRing.map(ringSize));
       if (peer == req.ringPrev) prefaultRing(p->recvRing.addr(), ringSize);
       if (peer == req.ringNext) prefaultRing(p->sendRing.addr(), ringSize);
+      p->sendFrom.assign(slots_, nullptr);
+      p->recvTo.assign(slots_, nullptr);
+      p->recvToBytes.assign(slots_, 0);
+      p->recvPlaced.assign(slots_, 0);
       NODUS_TRY(net_->regMr(p->sendRing.addr(), ringSize, &p->sendMr));
       NODUS_TRY(net_->regMr(p->recvRing.addr(), ringSize, &p->recvMr));
       byRank_[static_cast<size_t>(peer)] = p.get();
@@ -256,6 +278,39 @@ class NetTransport final : public Transport {
   // Wakes the proxy if it sleeps (the Dekker handshake of Doorbell).
   void wakeProxy() { proxyBell_.ring(); }
 
+  bool anyMemory() const { return net_->anyMemory(); }
+
+  // help(), after pointing the receive of ring slot `seq` at `dst` if it
+  // has not begun (NetReceiver::tryPeekTo); whether it could look.
+  bool helpInto(NetPeer& p, uint64_t seq, std::byte* dst, size_t bytes) {
+    std::unique_lock<std::mutex> lock(p.progressMu, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    const size_t i = seq % slots_;
+    if (!p.broken && seq >= p.recvDone && seq < p.recvIssued && p.recvTo[i] != dst &&
+        net_->retarget(p.recvReqs[static_cast<size_t>(seq - p.recvDone)], dst, bytes)) {
+      p.recvTo[i] = dst;
+      p.recvToBytes[i] = bytes;
+    }
+    progress(p);
+    return true;
+  }
+
+  // Takes back the destination of ring slot `seq`'s receive: into its slot
+  // again if no data has come, else the connection ends (data would keep
+  // landing in memory the caller is about to let go of).
+  void unplace(NetPeer& p, uint64_t seq) {
+    std::lock_guard<std::mutex> lock(p.progressMu);
+    const size_t i = seq % slots_;
+    if (p.broken || seq < p.recvDone || seq >= p.recvIssued || p.recvTo[i] == nullptr) return;
+    RingHeader* rh = p.recvRing.header();
+    if (net_->retarget(p.recvReqs[static_cast<size_t>(seq - p.recvDone)], ringSlot(rh, slotBytes_, seq, slots_),
+                       slotBytes_)) {
+      p.recvTo[i] = nullptr;
+      return;
+    }
+    fail(p, makeError(nodusRemoteError, "a message was arriving into a collective's buffer when the collective failed"));
+  }
+
   Status checkPeer(int peer) override {
     NetPeer* p = peer >= 0 && static_cast<size_t>(peer) < byRank_.size() ? byRank_[static_cast<size_t>(peer)] : nullptr;
     if (p == nullptr || !p->failed.load(std::memory_order_acquire)) return Status::ok();
@@ -312,6 +367,10 @@ class NetTransport final : public Transport {
     for (const auto& p : peers_) {
       if (p->send) net_->shutdown(*p->send);
       if (p->recv) net_->shutdown(*p->recv);
+      // Nothing moves for this peer after this: a send may have been
+      // reading the failed collective's buffers (NetSender::postFrom).
+      std::lock_guard<std::mutex> lock(p->progressMu);
+      p->broken = true;
     }
   }
 
@@ -344,8 +403,9 @@ class NetTransport final : public Transport {
     const uint64_t posted = sh->head.load(std::memory_order_acquire);
     while (st.isOk() && p.sendIssued < posted) {
       net::Request* r = nullptr;
-      st = net_->isend(*p.send, ringSlot(sh, slotBytes_, p.sendIssued, slots_), sh->sizes[p.sendIssued % slots_],
-                       *p.sendMr, &r);
+      const std::byte* from = p.sendFrom[p.sendIssued % slots_];
+      st = net_->isend(*p.send, from ? from : ringSlot(sh, slotBytes_, p.sendIssued, slots_),
+                       sh->sizes[p.sendIssued % slots_], *p.sendMr, &r);
       if (!st.isOk()) break;
       p.sendReqs.push_back(r);
       ++p.sendIssued;
@@ -365,6 +425,7 @@ class NetTransport final : public Transport {
     const uint64_t released = rh->tail.load(std::memory_order_acquire);
     while (st.isOk() && p.recvIssued - released < slots_) {
       net::Request* r = nullptr;
+      p.recvTo[p.recvIssued % slots_] = nullptr;
       st = net_->irecv(*p.recv, ringSlot(rh, slotBytes_, p.recvIssued, slots_), slotBytes_, *p.recvMr, &r);
       if (!st.isOk()) break;
       p.recvReqs.push_back(r);
@@ -377,7 +438,10 @@ class NetTransport final : public Transport {
       st = net_->test(p.recvReqs.front(), &done, &n);
       if (!st.isOk() || !done) break;
       p.recvReqs.pop_front();
-      rh->sizes[p.recvDone % slots_] = n;
+      const size_t i = p.recvDone % slots_;
+      // A message too large for where it was asked to land went to its slot.
+      p.recvPlaced[i] = p.recvTo[i] != nullptr && n <= p.recvToBytes[i];
+      rh->sizes[i] = n;
       rh->head.store(++p.recvDone, std::memory_order_release);  // the executor may read it
       rankBell_->ring();
       moved = true;
@@ -475,14 +539,48 @@ std::byte* NetSender::tryAcquire() {
 }
 
 void NetSender::post(size_t bytes) {
+  p_->sendFrom[ring_.posted() % p_->sendFrom.size()] = nullptr;
   ring_.post(bytes);
   if (!t_->help(*p_)) t_->wakeProxy();
+}
+
+bool NetSender::postFrom(const std::byte* src, size_t bytes) {
+  if (!t_->anyMemory()) return false;
+  p_->sendFrom[ring_.posted() % p_->sendFrom.size()] = src;  // published by the post's release of head
+  ring_.post(bytes);
+  referenced_ = ring_.posted();
+  if (!t_->help(*p_)) t_->wakeProxy();
+  return true;
+}
+
+bool NetSender::referencesDone() {
+  auto sent = [&] {
+    return p_->failed.load(std::memory_order_acquire) ||
+           p_->sendRing.header()->tail.load(std::memory_order_acquire) >= referenced_;
+  };
+  if (sent()) return true;
+  if (!t_->help(*p_)) t_->wakeProxy();
+  return sent();
 }
 
 const std::byte* NetReceiver::tryPeek(size_t* bytes) {
   const std::byte* slot = ring_.tryPeek(bytes);
   if (slot == nullptr && t_->help(*p_)) slot = ring_.tryPeek(bytes);
   return slot;
+}
+
+const std::byte* NetReceiver::tryPeekTo(std::byte* dst, size_t dstBytes, size_t* bytes, bool* placed) {
+  *placed = false;
+  if (!t_->anyMemory()) return tryPeek(bytes);
+  const uint64_t seq = ring_.released();
+  const std::byte* slot = ring_.tryPeek(bytes);
+  if (slot == nullptr && t_->helpInto(*p_, seq, dst, dstBytes)) slot = ring_.tryPeek(bytes);
+  if (slot != nullptr) *placed = p_->recvPlaced[seq % p_->recvPlaced.size()] != 0;
+  return slot;
+}
+
+void NetReceiver::cancelPlacement() {
+  if (t_->anyMemory()) t_->unplace(*p_, ring_.released());
 }
 
 void NetReceiver::release() {

@@ -54,6 +54,10 @@ struct TcpRequest final : Request {
   TcpComm* owner = nullptr;
   std::byte* data = nullptr;
   size_t capacity = 0;  // receives: the most this request accepts
+  // Receives: the buffer it was posted with, while retarget() has pointed
+  // it elsewhere (a message too large for the new place goes back here).
+  std::byte* home = nullptr;
+  size_t homeCapacity = 0;
   uint64_t bytes = 0;   // the message size (sends: from the start; receives: from socket 0's header)
   bool sizeKnown = false;
   uint32_t seq = 0;
@@ -123,6 +127,21 @@ class TcpComm {
       }
     }
     return Status::ok();
+  }
+
+  // A receive no socket has written data of yet now lands at `data`.
+  bool retarget(TcpRequest* r, std::byte* data, size_t bytes) {
+    if (sending_ || r->reported || !error_.isOk()) return false;
+    for (const Lane& l : lanes_)
+      if (l.cursor > r->seq || (l.cursor == r->seq && l.dataDone > 0)) return false;
+    if (r->sizeKnown && r->bytes > bytes) return false;  // its header is in: it cannot fit
+    if (!r->home) {
+      r->home = r->data;
+      r->homeCapacity = r->capacity;
+    }
+    r->data = data;
+    r->capacity = bytes;
+    return true;
   }
 
   void fds(std::vector<int>* out) const {
@@ -213,6 +232,10 @@ class TcpComm {
           }
           l.hdrDone += got;
           if (l.hdrDone < sizeof(FrameHeader)) break;  // EAGAIN
+          if (r.home && l.hdr.bytes > r.capacity && l.hdr.bytes <= r.homeCapacity) {
+            r.data = r.home;  // does not fit where it was retargeted: the slot takes it
+            r.capacity = r.homeCapacity;
+          }
           NODUS_TRY(validate(l.hdr, r, s));
           if (s == 0) {
             r.bytes = l.hdr.bytes;
@@ -477,6 +500,11 @@ class TcpNet final : public Net {
   Status test(Request* req, bool* done, size_t* bytes) override {
     auto* r = static_cast<TcpRequest*>(req);
     return owner(r)->test(r, done, bytes);
+  }
+  bool anyMemory() const override { return true; }
+  bool retarget(Request* req, void* data, size_t bytes) override {
+    auto* r = static_cast<TcpRequest*>(req);
+    return owner(r)->retarget(r, static_cast<std::byte*>(data), bytes);
   }
 
   void eventFds(const SendComm& c, std::vector<int>* fds) const override { static_cast<const TcpSendComm&>(c).comm.fds(fds); }
