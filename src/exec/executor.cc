@@ -187,9 +187,7 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
     auto sendOut = [&](const std::byte* from) {
       if (st.sendsStable && sc->postFrom(from, bytes)) {
         referenced = true;
-        if (t.referencing.empty() || t.referencing.back() != sc) {
-          if (std::find(t.referencing.begin(), t.referencing.end(), sc) == t.referencing.end()) t.referencing.push_back(sc);
-        }
+        if (std::find(t.referencing.begin(), t.referencing.end(), sc) == t.referencing.end()) t.referencing.push_back(sc);
       } else {
         memcpy(out, from, bytes);
       }

@@ -124,9 +124,6 @@ void PlanCursor::settle(const Plan& p, uint64_t sliceElems) {
   }
 }
 
-}  // namespace nodus
-
-namespace nodus {
 namespace {
 
 // A range of one step in one address space: Send, Recv (which an in-place
