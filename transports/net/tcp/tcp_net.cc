@@ -60,7 +60,8 @@ struct TcpRequest final : Request {
   size_t homeCapacity = 0;
   uint64_t bytes = 0;   // the message size (sends: from the start; receives: from socket 0's header)
   bool sizeKnown = false;
-  uint32_t seq = 0;
+  uint32_t seq = 0;     // on the wire: index mod 2^32
+  uint64_t index = 0;   // in the comm's sequence of requests
   int socketsDone = 0;
   bool reported = false;  // test() said done: may be dropped
 };
@@ -95,7 +96,8 @@ class TcpComm {
     r.capacity = bytes;
     r.bytes = sending_ ? bytes : 0;
     r.sizeKnown = sending_;
-    r.seq = static_cast<uint32_t>(nextSeq_++);
+    r.index = nextSeq_++;
+    r.seq = static_cast<uint32_t>(r.index);
     *out = &r;
     return Status::ok();
   }
@@ -103,7 +105,9 @@ class TcpComm {
   Status test(TcpRequest* r, bool* done, size_t* bytes) {
     *done = false;
     if (!r->reported && r->socketsDone < static_cast<int>(lanes_.size()) && error_.isOk()) {
-      Status s = sending_ ? progressSend() : progressRecv();
+      // A receive reads no further than its own message: the later ones
+      // may yet be retargeted (NetTransport::progress).
+      Status s = sending_ ? progressSend() : progressRecv(r->index);
       if (!s.isOk()) fail(s);
     }
     if (r->socketsDone == static_cast<int>(lanes_.size())) {
@@ -121,7 +125,7 @@ class TcpComm {
     // need it: the other sockets may still be finishing earlier ones.
     for (size_t s = 0; s < lanes_.size(); ++s) {
       const Lane& l = lanes_[s];
-      if (l.closed && l.cursor <= r->seq && (s == 0 || r->sizeKnown)) {
+      if (l.closed && l.cursor <= r->index && (s == 0 || r->sizeKnown)) {
         fail(closedError(static_cast<int>(s), true));
         return error_;
       }
@@ -133,7 +137,7 @@ class TcpComm {
   bool retarget(TcpRequest* r, std::byte* data, size_t bytes) {
     if (sending_ || r->reported || !error_.isOk()) return false;
     for (const Lane& l : lanes_)
-      if (l.cursor > r->seq || (l.cursor == r->seq && l.dataDone > 0)) return false;
+      if (l.cursor > r->index || (l.cursor == r->index && l.dataDone > 0)) return false;
     if (r->sizeKnown && r->bytes > bytes) return false;  // its header is in: it cannot fit
     if (!r->home) {
       r->home = r->data;
@@ -204,11 +208,12 @@ class TcpComm {
     return Status::ok();
   }
 
-  Status progressRecv() {
+  // Reads the sockets' data of the requests up to sequence number `last`.
+  Status progressRecv(uint64_t last) {
     const int n = static_cast<int>(lanes_.size());
     for (int s = 0; s < n; ++s) {
       Lane& l = lanes_[static_cast<size_t>(s)];
-      while (l.cursor < nextSeq_) {
+      while (l.cursor < nextSeq_ && l.cursor <= last) {
         TcpRequest& r = at(l.cursor);
         if (s != 0 && !r.sizeKnown) break;  // socket 0's header says what this socket carries
         uint64_t off = 0, len = 0;
