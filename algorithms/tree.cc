@@ -255,11 +255,15 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   // those for the second, so the two trees' chains partly serialise: nodus-sim
   // measured the latency at 1.5x the one-tree path on every fabric.
   const double chain = k.coll == Collective::AllReduce ? 1.5 * path : path;
-  // Each level of an AllReduce costs about three slice times, not one: a
-  // parent's one incoming link carries both children's slices, and its own
+  // Each level of an AllReduce costs about three slice times, not one, where
+  // a parent's one fabric port carries both children's slices and its own
   // send waits behind them (nodus-sim: 5.9-6.2 x depth x slice beta over
-  // both phases on a 512-host fat-tree at 32-256 KiB).
-  const double perLevel = k.coll == Collective::AllReduce ? 3.0 : 1.0;
+  // both phases on a 512-host fat-tree at 32-256 KiB); two on a torus, where
+  // the children's slices come in on different links (nodus-sim, 8x8x8, 1
+  // MiB in one slice a tree: +45% at three, +4% at two).
+  const bool torus = m.topo != nullptr && m.topo->fabric.kind == FabricKind::Torus;
+  const double levelSlices = torus ? 2.0 : 3.0;
+  const double perLevel = k.coll == Collective::AllReduce ? levelSlices : 1.0;
   const double phase = chain + perLevel * depth * slice * beta + bytes * beta;
   const double phases = k.coll == Collective::AllReduce ? 2.0 : 1.0;
   const double hop = k.coll == Collective::AllReduce ? 0.0 : m.alphaUs + bytes / 2 * beta;
@@ -269,14 +273,20 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const bool multiSlice = ctx.roundSlices >= 2 && ctx.sliceBytes && bytes / 2 > ctx.sliceBytes;
   if (k.coll == Collective::AllReduce && (rounds > 1 || multiSlice)) {
     // As built, one plan holds both trees and the trip up and back down, so
-    // slice rounds do not overlap: nodus-sim measured each round at 4.5-5.6x
-    // depth x (alpha + slice beta) on fat-trees of 8 to 4096 hosts
-    // (docs/sim-findings.md). Running the trees as separate lanes, as NCCL
-    // does, would bring the pipelined formula above back.
-    // With several slices a round (NODUS_ROUND_SLICES) a round moves more
-    // behind each trip: about 4x (nodus-sim, 64-host fat-tree, 4 a round).
-    const double trips = ctx.roundSlices >= 2 ? 4.0 : 5.0;
-    us = std::max(us, rounds * trips * (path + depth * round * beta));
+    // slice rounds do not overlap: every byte of a tree crosses each level
+    // about (levelSlices + 1) times over, each round pays about 7 path
+    // latencies, and the first slice fills the levels. Fitted to nodus-sim
+    // (CM02, 512 KiB slices, 4 a round, 1.5-64 MiB): within 6% on 64- and
+    // 512-host fat-trees and 13% on the 8x8x8 torus (the cost before, a
+    // whole number of 4-5 trips a round, was -16% to +46% there).
+    // With one slice a round (NODUS_ROUND_SLICES=1) the trips do not share
+    // a round: 4.5-5.6x depth x (alpha + slice beta) a round (fat-trees of
+    // 8 to 4096 hosts, docs/sim-findings.md). Running the trees as separate
+    // lanes, as NCCL does, would bring the pipelined formula above back.
+    const double oneSliceRounds = rounds * 5.0 * (path + depth * round * beta);
+    const double manySliceRounds =
+        1.35 * depth * slice * beta + (levelSlices + 1) * depth * (bytes / 2) * beta + 7.2 * rounds * path;
+    us = std::max(us, ctx.roundSlices >= 2 ? manySliceRounds : oneSliceRounds);
   }
   if (k.coll != Collective::AllReduce) {
     // Broadcast and Reduce as built: both trees in one plan under the

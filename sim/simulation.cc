@@ -25,6 +25,7 @@
 #include "sim/platform.h"
 #include "sim/reorder.h"
 #include "topo/fabric.h"
+#include "transports/registry.h"
 #include "tune/tuner.h"
 
 namespace nodus::sim {
@@ -51,7 +52,7 @@ std::string lowerName(Collective c) {
 
 PlanContext contextFor(const SimSpec& spec, const Topology& topo) {
   PlanContext ctx;
-  contextFromEnvironment(&ctx);
+  contextFromEnvironment(&ctx, static_cast<int64_t>(modelledSlotBytes(topo)));
   if (spec.sliceBytes) ctx.sliceBytes = spec.sliceBytes, ctx.sliceForced = true;
   if (spec.slots) ctx.slots = spec.slots;
   const int64_t env = param::kRoundSlices.get();

@@ -12,6 +12,7 @@
 #include "topo/fabric.h"
 #include "topo/node.h"
 #include "topo/topology.h"
+#include "transports/registry.h"
 #include "tune/tuner.h"
 
 using namespace nodus;
@@ -176,7 +177,7 @@ int run(const Options& o) {
     return 1;
   }
   PlanContext ctx;
-  contextFromEnvironment(&ctx);
+  contextFromEnvironment(&ctx, static_cast<int64_t>(modelledSlotBytes(topo)));
   ctx.topo = &topo;
   const int p = topo.nranks;
   std::vector<Row> rows;

@@ -5,6 +5,8 @@
 #include <span>
 #include <string>
 
+#include "core/params.h"
+#include "topo/topology.h"
 #include "transports/transport.h"
 
 namespace nodus {
@@ -27,8 +29,21 @@ struct TransportEntry {
   // null when it always can; *why says why not. A local fact: the
   // communicator uses the transport for a pair only when both ranks can.
   bool (*usable)(std::string* why) = nullptr;
+  // The slot it wants unless NODUS_SLOT_BYTES sets one (slotBytesFor).
+  size_t slotBytes = kDefaultSlotBytes;
 };
 
 std::span<const TransportEntry> transportTable();
+
+// The slot of a communicator whose connections use the transports in
+// `usedMask` (bit t: transportTable()[t]): NODUS_SLOT_BYTES aside, the
+// smallest any of them wants, so that a plan's slice fits every slot;
+// kDefaultSlotBytes when the mask is empty.
+size_t slotBytesFor(uint32_t usedMask);
+
+// The same for a job modelled on `topo` (nodus-topo, nodus-sim): each pair
+// of ranks reached by the first transport in the table that reaches it, a
+// device up where one is needed (the fabrics they model are RDMA fabrics).
+size_t modelledSlotBytes(const Topology& topo);
 
 }  // namespace nodus

@@ -24,9 +24,10 @@ Status CommConfig::fromEnvironment(CommConfig* c) {
   c->timeoutMs = param::kTimeoutMs.get();
   if (c->timeoutMs <= 0) return makeError(nodusInvalidArgument, "NODUS_TIMEOUT_MS must be positive");
   int64_t slot = param::kSlotBytes.get();
-  if (slot < 64 || slot > (1LL << 30))
-    return makeError(nodusInvalidArgument, "NODUS_SLOT_BYTES=%lld is outside [64, 1G]", static_cast<long long>(slot));
-  c->slotBytes = static_cast<size_t>(slot) / 64 * 64;
+  if (slot != 0 && (slot < 64 || slot > (1LL << 30)))
+    return makeError(nodusInvalidArgument, "NODUS_SLOT_BYTES=%lld is outside [64, 1G] (0: the transports' own)",
+                     static_cast<long long>(slot));
+  c->slotBytes = static_cast<size_t>(slot) / 64 * 64;  // 0: chosen at connect
   int64_t slots = param::kSlots.get();
   // A ring step forwards slice s while its successor may still hold slice
   // s-1: with one slot every rank would wait on the next (the verifier shows it).
@@ -371,6 +372,14 @@ Status Comm::init(InitOptions& opts) {
   NODUS_TRY(bootstrap_->allGather(usedBy.data(), sizeof(uint32_t)));
   for (uint32_t u : usedBy) used |= u;
 
+  // One slot size for every connection (a plan's slice must fit each): the
+  // smallest the transports in use want, computed alike on every rank.
+  if (cfg_.slotBytes == 0) {
+    cfg_.slotBytes = slotBytesFor(used);
+    PlanContext ctx;
+    contextFromEnvironment(&ctx, static_cast<int64_t>(cfg_.slotBytes));
+    cfg_.sliceBytes = ctx.sliceBytes;
+  }
   ConnectRequest req;
   req.bootstrap = bootstrap_.get();
   req.rank = rank_;

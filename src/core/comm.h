@@ -27,7 +27,7 @@ namespace nodus {
 // Parameters a communicator reads once, at init.
 struct CommConfig {
   int64_t timeoutMs = 0;
-  size_t slotBytes = 0;
+  size_t slotBytes = 0;  // NODUS_SLOT_BYTES; 0 until connecting chooses the transports' own
   uint32_t slots = 0;
   uint32_t roundSlices = 1;  // NODUS_ROUND_SLICES (Plan::roundSlices)
   int64_t spin = 0;

@@ -52,6 +52,10 @@ std::string currentValue(const ParamInfo& info);
 // (NODUS_SLICE_BYTES for NODUS_CHUNK_BYTES), which would be ignored silently.
 std::vector<std::string> unknownParams();
 
+// The slot a transport uses unless it asks for another
+// (TransportEntry::slotBytes) or NODUS_SLOT_BYTES sets one for all.
+constexpr int64_t kDefaultSlotBytes = 128 << 10;
+
 namespace param {
 extern const StringParam kDebug;         // NODUS_DEBUG
 extern const StringParam kDebugFile;     // NODUS_DEBUG_FILE

@@ -252,8 +252,10 @@ Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpe
   return Status::ok();
 }
 
-void contextFromEnvironment(PlanContext* ctx) {
-  const int64_t slot = std::max<int64_t>(64, param::kSlotBytes.get()) / 64 * 64;
+void contextFromEnvironment(PlanContext* ctx, int64_t transportSlot) {
+  const int64_t env = param::kSlotBytes.get();
+  const int64_t slot =
+      std::max<int64_t>(64, env != 0 ? env : transportSlot > 0 ? transportSlot : kDefaultSlotBytes) / 64 * 64;
   const int64_t chunk = param::kChunkBytes.get();
   ctx->sliceForced = chunk > 0;
   ctx->sliceBytes = static_cast<uint64_t>(chunk > 0 ? std::min(slot, chunk) : slot);

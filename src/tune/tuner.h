@@ -63,10 +63,13 @@ constexpr uint64_t kMinSliceBytes = 4096;
 Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpec& spec, Choice* out);
 
 // What a communicator's PlanContext takes from the environment (CommConfig
-// checks the same values first): the slice (NODUS_SLOT_BYTES, or
-// NODUS_CHUNK_BYTES forced when set), NODUS_SLOTS, NODUS_ROUND_SLICES (0:
-// half the slots) and NODUS_DIRECT_MAX_BYTES. For tools without one.
-void contextFromEnvironment(PlanContext* ctx);
+// checks the same values first): the slice (NODUS_SLOT_BYTES, else
+// `transportSlot`, the slot of the transports the plans run over, else
+// kDefaultSlotBytes; NODUS_CHUNK_BYTES forced when set, at most the slot),
+// NODUS_SLOTS, NODUS_ROUND_SLICES (0: half the slots) and
+// NODUS_DIRECT_MAX_BYTES. A communicator passes slotBytesFor() the
+// transports it connected, nodus-topo and nodus-sim modelledSlotBytes().
+void contextFromEnvironment(PlanContext* ctx, int64_t transportSlot = 0);
 
 std::string formatBytes(uint64_t bytes);  // 131072 -> "128K"
 
