@@ -56,6 +56,34 @@ int Topology::hops(int a, int b) const {
   return 1;
 }
 
+int Topology::maxLinkLoad(const std::vector<std::pair<int, int>>& hostFlows) const {
+  if (fabric.kind != FabricKind::Torus || hostFlows.empty()) return 1;
+  const size_t nd = fabric.dims.size();
+  size_t places = 1;
+  for (int d : fabric.dims) places *= static_cast<size_t>(d);
+  // One counter per place, dimension and direction: the link leaving it.
+  std::vector<int> load(places * nd * 2, 0);
+  int most = 0;
+  for (const auto& [from, to] : hostFlows) {
+    HostCoord at = coords[static_cast<size_t>(from)];
+    const HostCoord& dst = coords[static_cast<size_t>(to)];
+    for (size_t d = 0; d < nd; ++d) {
+      const int n = fabric.dims[d];
+      const int forward = ((dst[d] - at[d]) % n + n) % n;  // hops going + (with wrap-around)
+      if (forward == 0) continue;
+      const bool plus = fabric.wrap[d] ? forward <= n - forward : dst[d] > at[d];
+      int steps = fabric.wrap[d] ? std::min(forward, n - forward) : std::abs(dst[d] - at[d]);
+      for (; steps > 0; --steps) {
+        size_t place = 0;
+        for (size_t e = nd; e-- > 0;) place = place * static_cast<size_t>(fabric.dims[e]) + static_cast<size_t>(at[e]);
+        most = std::max(most, ++load[(place * nd + d) * 2 + (plus ? 0 : 1)]);
+        at[d] = ((at[d] + (plus ? 1 : -1)) % n + n) % n;
+      }
+    }
+  }
+  return std::max(most, 1);
+}
+
 int Topology::ranksPerHost() const {
   if (ranksOf.empty()) return 0;
   const size_t n = ranksOf[0].size();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -39,6 +40,11 @@ struct Topology {
   // Fabric links a message between two ranks crosses (0 inside a host):
   // torus Manhattan distance with wrap-around, fat-tree switch hops.
   int hops(int a, int b) const;
+  // On a torus: the most of these flows (host to host, one entry each) that
+  // cross any one directed link, routed dimension by dimension (x first)
+  // the short way round, + on a tie, as tori route (and SimGrid's torus
+  // zone). 1 on other fabrics, where a host's one port is what they share.
+  int maxLinkLoad(const std::vector<std::pair<int, int>>& hostFlows) const;
   // Equal ranks on every host: that count, else 0.
   int ranksPerHost() const;
   // The rank torus, when the fabric is a torus whose every place holds one
