@@ -296,8 +296,21 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
     // round, within 10% at every size for both.
     // With several slices a round each trip carries a round's worth behind
     // it at about 2 slice times a level (3 in a single round; nodus-sim,
-    // 64-host fat-tree, 4 a round).
-    const double perLevel = ctx.roundSlices < 2 ? 3.7 : rounds > 1 ? 2.0 : 3.0;
+    // 64-host fat-tree, 4 a round); a round of one slice, nothing to
+    // pipeline, about 3.9 for Broadcast and 3.4 for Reduce (512-host
+    // fat-tree, 32-256 KiB in 512 KiB slices: -7% and -16% at 3). Reduce's
+    // rounds also cost more than Broadcast's, 2.7 slice times a level (both
+    // children's slices come in through the parent's one port: -23% at 16
+    // MiB at 2; 2.35 on a torus). On a torus the levels cost
+    // (levelSlices + 1) / 4 of that, as for AllReduce (8x8x8: +21% to +34%
+    // before).
+    const bool oneSlice = ctx.sliceBytes == 0 || bytes / 2 <= ctx.sliceBytes;
+    const bool reduce = k.coll == Collective::Reduce;
+    const double perLevel = (ctx.roundSlices < 2 ? 3.7
+                             : rounds > 1       ? (reduce ? (torus ? 2.35 : 2.7) : 2.0)
+                             : oneSlice         ? (reduce ? 3.4 : 3.9)
+                                                : 3.0) *
+                            (levelSlices + 1) / 4;
     us = rounds * (1.9 * path + perLevel * depth * round * beta);
   }
   return us + (k.coll == Collective::Broadcast ? 0.0 : bytes * m.gammaUsPerByte);
