@@ -183,6 +183,24 @@ TEST(SimFormula, RingReduceScatterMatchesTheTuner) {
   expectNear(o.tunerUs, o.simUs, 0.03, "ring ReduceScatter");
 }
 
+TEST(SimFormula, BruckPaysForTheRoundsOfRangesThatWrap) {
+  // Bruck's AllGather on 4 hosts: the last step's range wraps for half the
+  // ranks and is two steps there, each moving a round's slices a round, so
+  // those ranks' rounds stretch (16 MiB: 24 slice times for 16 slices). Its
+  // cost prices that; on 2 hosts nothing wraps and the plain formula holds.
+  for (const char* hosts : {"2", "4"}) {
+    SimSpec s = baseSpec(fatTree(hosts));
+    s.coll = Collective::AllGather;
+    s.bytes = 16 << 20;
+    s.sliceBytes = 512 << 10;
+    s.roundSlices = 4;
+    s.algo = "halving-doubling";
+    const SimOutcome o = simulate(s);
+    ASSERT_TRUE(o.ok) << o.error;
+    expectNear(o.tunerUs, o.simUs, 0.03, std::string("Bruck on ") + hosts + " hosts");
+  }
+}
+
 TEST(SimFormula, TorusWithInterleavedStreamsMatchesTheTuner) {
   // One slice round: every stream's ring is contention-free on its own links,
   // and the dimension-wise formula the tuner uses is exact.
