@@ -80,7 +80,8 @@ struct CostModel {
   // Per-byte cost of rank's transfer to partnerOf(rank) when every rank of
   // its host makes the same kind of transfer at once (a halving-doubling
   // exchange, a Bruck step): those that leave the host share its fabric
-  // link, those that leave a leaf share its oversubscribed uplinks, and on a
+  // link, those that leave a leaf share its oversubscribed uplinks (on a
+  // torus: every rank's transfer shares the links on its route), and on a
   // multi-rank host every byte also goes through the rank's shared-memory
   // copies. partnerOf returns -1 for a rank that sits the step out.
   template <typename PartnerOf>
@@ -90,15 +91,7 @@ struct CostModel {
     if (partner < 0 || partner == rank) return betaUsPerByte;
     const int host = topo->hostOf[static_cast<size_t>(rank)];
     if (topo->hostOf[static_cast<size_t>(partner)] == host) return intraBetaUsPerByte;
-    int leaving = 0;
-    bool offLeaf = false;
-    for (int q : topo->ranksOf[static_cast<size_t>(host)]) {
-      const int p = partnerOf(q);
-      if (p < 0 || topo->hostOf[static_cast<size_t>(p)] == host) continue;
-      ++leaving;
-      offLeaf = offLeaf || crossesLeaf(q, p);
-    }
-    double shared = interBetaUsPerByte * std::max(leaving, 1) * (offLeaf ? uplinkSharing : 1.0);
+    double shared;
     if (topo->fabric.kind == FabricKind::Torus) {
       // A torus host has a link per direction per dimension, and a transfer
       // of several hops shares the links on its way with everyone else's:
@@ -112,6 +105,16 @@ struct CostModel {
         flows.emplace_back(topo->hostOf[static_cast<size_t>(q)], topo->hostOf[static_cast<size_t>(p)]);
       }
       shared = interBetaUsPerByte * topo->maxLinkLoad(flows);
+    } else {
+      int leaving = 0;
+      bool offLeaf = false;
+      for (int q : topo->ranksOf[static_cast<size_t>(host)]) {
+        const int p = partnerOf(q);
+        if (p < 0 || topo->hostOf[static_cast<size_t>(p)] == host) continue;
+        ++leaving;
+        offLeaf = offLeaf || crossesLeaf(q, p);
+      }
+      shared = interBetaUsPerByte * std::max(leaving, 1) * (offLeaf ? uplinkSharing : 1.0);
     }
     return topo->ranksOf[static_cast<size_t>(host)].size() > 1 ? std::max(shared, intraBetaUsPerByte) : shared;
   }

@@ -28,7 +28,7 @@ constexpr ParamInfo kParams[] = {
      "(allreduce:0-64K:tree,64K-:torus;allgather:ring); nodus-info lists the algorithms."},
     {"NODUS_SLOT_BYTES", ParamType::Int, "0",
      "Bytes per transport slot, the largest pipelining slice; 0: the transports' own, 128 KiB, or 512 KiB "
-     "when every peer is reached over tcp (measured on loopback tcp: a 1 MiB AllGather 1.2-1.5x faster). "
+     "when every peer is on another host (tcp, verbs; on loopback tcp a 1 MiB AllGather 1.1-1.5x faster). "
      "Same on every rank."},
     {"NODUS_SLOTS", ParamType::Int, "8", "Slots per connection (slices in flight per peer pair), 2 to 64."},
     {"NODUS_ROUND_SLICES", ParamType::Int, "0",
