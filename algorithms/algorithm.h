@@ -28,6 +28,14 @@ struct PlanContext {
   // Where the ranks are; null means one host, ranks in order.
   const Topology* topo = nullptr;
   bool sliceForced = false;  // NODUS_CHUNK_BYTES: sliceBytes is the only slice
+  // Channels: the call's data split into this many parts, each run by its
+  // own instance of the algorithm (a ring of its own, alternating direction),
+  // their steps interleaved so that all advance together. An algorithm that
+  // runs channels (Algorithm::maxChannels > 1) builds and prices this many,
+  // capped at its maximum (channelsFor); the others ignore it. The tuner
+  // tries 1, 2, 4, ... unless channelsForced (NODUS_CHANNELS).
+  uint32_t channels = 1;
+  bool channelsForced = false;
   // What one round of the executor's cursor moves per step: a chain of
   // steps pays its latency once per this many bytes (sliceRounds).
   uint64_t roundBytes() const { return sliceBytes * (roundSlices ? roundSlices : 1); }
@@ -168,7 +176,15 @@ struct Algorithm {
   // shows them slower in smaller slices (8x8x8, 256 MiB: 1.14x the bound in
   // 128 KiB slices, 1.51x in 32 KiB) while its cost says faster.
   bool slicesPriced = false;
+  // The most channels it runs (PlanContext::channels); 1: it has none.
+  uint32_t maxChannels = 1;
 };
+
+// The channels `algo` runs within `ctx`: ctx.channels, at least 1 and at most
+// the algorithm's maximum.
+inline uint32_t channelsFor(const Algorithm& algo, const PlanContext& ctx) {
+  return std::clamp<uint32_t>(ctx.channels, 1, std::max<uint32_t>(1, algo.maxChannels));
+}
 
 // Every registered algorithm, in registry order.
 std::span<const Algorithm* const> algorithms();

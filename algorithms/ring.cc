@@ -12,11 +12,13 @@ namespace {
 
 // Ring positions follow the topology's ring order: position i sends to
 // position i+1. AllReduce blocks are numbered by position; AllGather and
-// ReduceScatter blocks belong to ranks, so those map positions to ranks.
+// ReduceScatter blocks belong to ranks, so those map positions to ranks. A
+// backward ring walks the same order the other way round.
 struct Ring {
   int p, pos, prev, next;
   std::vector<int> order;
-  Ring(const PlanKey& k, const PlanContext& ctx) : p(k.nranks), order(ringOrder(ctx, k.nranks)) {
+  Ring(const PlanKey& k, const PlanContext& ctx, bool backward) : p(k.nranks), order(ringOrder(ctx, k.nranks)) {
+    if (backward) std::reverse(order.begin(), order.end());
     pos = static_cast<int>(std::find(order.begin(), order.end(), k.rank) - order.begin());
     prev = order[modRank(pos - 1, p)];
     next = order[modRank(pos + 1, p)];
@@ -24,10 +26,24 @@ struct Ring {
   int rankAt(int64_t position) const { return order[modRank(position, p)]; }
 };
 
-void allReduce(const PlanKey& k, const PlanContext& ctx, PlanBuilder& b) {
-  Ring r(k, ctx);
-  const uint64_t n = k.count;
-  auto at = [&](int c) { return blockBegin(c, n, r.p); };
+// The channels a ring runs: at most two, one each way, so that no two
+// channels share a connection (a connection's slots then pace one ring, as
+// NODUS_SLOTS and NODUS_ROUND_SLICES assume); on 2 ranks both ways are the
+// same connection, so one.
+uint32_t ringChannels(const PlanKey& k, const PlanContext& ctx) {
+  return k.nranks > 2 ? channelsFor(kRingAlgorithm, ctx) : 1;
+}
+
+// One channel's part of the data: elements [first, first + n) of the vector
+// (AllReduce) or of every rank's block (AllGather, ReduceScatter: the block
+// of count elements; `count` is the block's length).
+struct Part {
+  uint64_t first, n, count;
+};
+
+void allReduce(const Ring& r, const Part& part, PlanBuilder& b) {
+  const uint64_t n = part.n;
+  auto at = [&](int c) { return part.first + blockBegin(c, n, r.p); };
   auto len = [&](int c) { return blockSize(c, n, r.p); };
   // Reduce-scatter: at step s position i sends block (i - s); after p-1 steps
   // it holds block (i + 1) reduced over every rank.
@@ -48,27 +64,25 @@ void allReduce(const PlanKey& k, const PlanContext& ctx, PlanBuilder& b) {
   b.recv(r.prev, {Buf::Recv, at(c)}, len(c));
 }
 
-void allGather(const PlanKey& k, const PlanContext& ctx, PlanBuilder& b) {
-  Ring r(k, ctx);
-  const uint64_t n = k.count;
-  auto slot = [&](int64_t position) { return static_cast<uint64_t>(r.rankAt(position)) * n; };
+void allGather(const Ring& r, const Part& part, PlanBuilder& b) {
+  const uint64_t n = part.n;
+  auto slot = [&](int64_t position) { return static_cast<uint64_t>(r.rankAt(position)) * part.count + part.first; };
   // Send first, then the local copy: it overlaps the neighbour's work
   // instead of delaying the first message.
-  b.send(r.next, {Buf::Send, 0}, n);
-  b.copy({Buf::Send, 0}, {Buf::Recv, slot(r.pos)}, n);
+  b.send(r.next, {Buf::Send, part.first}, n);
+  b.copy({Buf::Send, part.first}, {Buf::Recv, slot(r.pos)}, n);
   for (int s = 1; s < r.p - 1; ++s) b.recvCopySend(r.prev, r.next, {Buf::Recv, slot(r.pos - s)}, n);
   b.recv(r.prev, {Buf::Recv, slot(r.pos + 1)}, n);
 }
 
-void reduceScatter(const PlanKey& k, const PlanContext& ctx, PlanBuilder& b) {
-  Ring r(k, ctx);
-  const uint64_t n = k.count;
-  auto slot = [&](int64_t position) { return static_cast<uint64_t>(r.rankAt(position)) * n; };
+void reduceScatter(const Ring& r, const Part& part, PlanBuilder& b) {
+  const uint64_t n = part.n;
+  auto slot = [&](int64_t position) { return static_cast<uint64_t>(r.rankAt(position)) * part.count + part.first; };
   // At step s position i sends the block of position (i - s - 1); the last
   // step leaves its own block.
   b.send(r.next, {Buf::Send, slot(r.pos - 1)}, n);
   for (int s = 1; s < r.p - 1; ++s) b.recvReduceSend(r.prev, r.next, {Buf::Send, slot(r.pos - s - 1)}, n);
-  b.recvReduceCopy(r.prev, {Buf::Send, slot(r.pos)}, {Buf::Recv, 0}, n, true);
+  b.recvReduceCopy(r.prev, {Buf::Send, slot(r.pos)}, {Buf::Recv, part.first}, n, true);
 }
 
 bool supports(const PlanKey& k, const PlanContext&) {
@@ -82,18 +96,40 @@ Status build(const PlanKey& k, const PlanContext& ctx, Plan& plan) {
     buildSelf(k, plan);
     return Status::ok();
   }
+  void (*pass)(const Ring&, const Part&, PlanBuilder&) = nullptr;
   switch (k.coll) {
-    case Collective::AllReduce: allReduce(k, ctx, b); break;
-    case Collective::AllGather: allGather(k, ctx, b); break;
-    case Collective::ReduceScatter: reduceScatter(k, ctx, b); break;
+    case Collective::AllReduce: pass = allReduce; break;
+    case Collective::AllGather: pass = allGather; break;
+    case Collective::ReduceScatter: pass = reduceScatter; break;
     default: return makeError(nodusInternalError, "ring cannot build %s", collectiveName(k.coll));
   }
+  // Channel j takes part j of the data around its own ring, forward for even
+  // j and backward for odd j, so that on links with a wire each way (a
+  // torus) both directions carry data. Every channel's steps are written in
+  // full, empty ones included, and interleaved step by step: step s of each
+  // rank's channels pairs with step s (or s+1) of its neighbours' before the
+  // empty ones are dropped, so every connection sees its messages in the
+  // same order at both ends.
+  const uint32_t channels = ringChannels(k, ctx);
+  plan.channels = channels;
+  if (channels == 1) {
+    pass(Ring(k, ctx, false), {0, k.count, k.count}, b);
+    return Status::ok();
+  }
+  std::vector<Plan> parts(channels);
+  for (uint32_t j = 0; j < channels; ++j) {
+    PlanBuilder pb(parts[j], /*keepEmpty=*/true);
+    pass(Ring(k, ctx, j % 2 == 1), {blockBegin(j, k.count, channels), blockSize(j, k.count, channels), k.count}, pb);
+  }
+  for (size_t s = 0; s < parts[0].steps.size(); ++s)
+    for (const Plan& part : parts) b.step(part.steps[s]);
   return Status::ok();
 }
 
 double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double p = k.nranks;
   const double bytes = static_cast<double>(k.count) * k.typeSize;
+  const uint32_t channels = ringChannels(k, ctx);
   // Per rank and pass: p-1 messages of 1/p of the data (AllReduce: two
   // passes). AllGather's and ReduceScatter's count is one rank's share.
   const double passData = (k.coll == Collective::AllReduce) ? bytes : bytes * p;
@@ -103,21 +139,39 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   // contention-free ring, docs/sim-findings.md); pipelinedPass says when
   // the rounds' chains hide behind the data.
   const std::vector<int> order = ringOrder(ctx, k.nranks);
-  // Bandwidth: every hop carries the same bytes, so the slowest hop sets the pace.
+  // Bandwidth: every hop carries the same bytes, so the slowest hop sets the
+  // pace. Inside a host, and through a host's one fabric port, a rank's
+  // forward and backward channels add up to the bytes of one ring; on a
+  // torus each direction of a link is a wire of its own, so a link carries
+  // only its direction's channels, and a hop of several links (a ring order
+  // that cannot close with neighbours, e.g. odd dimensions) shares them.
   double hops = 0, beta = 0;
+  std::vector<std::pair<int, int>> flows;
+  const bool torus = m.topo != nullptr && m.topo->fabric.kind == FabricKind::Torus;
   for (size_t i = 0; i < order.size(); ++i) {
     const int a = order[i], b = order[(i + 1) % order.size()];
     hops += m.alphaBetween(a, b);
-    beta = std::max(beta, m.betaBetween(a, b));
+    if (torus && m.topo->hops(a, b) > 0) {
+      // Forward channels (even) a -> b, backward ones (odd) b -> a.
+      const int ha = m.topo->hostOf[static_cast<size_t>(a)], hb = m.topo->hostOf[static_cast<size_t>(b)];
+      for (uint32_t j = 0; j < channels; ++j) flows.emplace_back(j % 2 ? hb : ha, j % 2 ? ha : hb);
+    } else {
+      beta = std::max(beta, m.betaBetween(a, b));
+    }
   }
-  return passes * pipelinedPass((p - 1) / p * hops, (p - 1) / p * passData * beta, passData / p, ctx) +
-         reduced * m.gammaUsPerByte;
+  if (!flows.empty()) beta = std::max(beta, m.interBetaUsPerByte * m.topo->maxLinkLoad(flows) / channels);
+  // Every channel's step is a step of its own for the rank's executor: one
+  // more slice's work a hop per extra channel, on the chain.
+  const double chain = (p - 1) / p * hops + (channels - 1) * (p - 1) * m.intraSliceUs;
+  // The channels' chains walk side by side: a round moves a slice of each.
+  const double stepBytes = passData / p / channels;
+  return passes * pipelinedPass(chain, (p - 1) / p * passData * beta, stepBytes, ctx) + reduced * m.gammaUsPerByte;
 }
 
 }  // namespace
 
 const Algorithm kRingAlgorithm = {
     "ring", "Pipelined ring: reduce-scatter + all-gather (AllReduce), one pass otherwise.",
-    supports, build, cost, /*slicesPriced=*/true};
+    supports, build, cost, /*slicesPriced=*/true, /*maxChannels=*/2};
 
 }  // namespace nodus

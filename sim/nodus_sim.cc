@@ -129,10 +129,10 @@ void printResultLine(const SimOutcome& o, const std::string& fabric) {
     return;
   }
   printf("RESULT coll=%s algo=%s bytes=%llu hosts=%d ranks=%d sim_us=%.6g bound_us=%.6g tuner_us=%.6g ratio=%.4f "
-         "tuner_err_pct=%.2f pick=%s compute=%d fabric=%s slice=%llu",
+         "tuner_err_pct=%.2f pick=%s compute=%d fabric=%s slice=%llu channels=%u",
          o.coll.c_str(), o.algo.c_str(), static_cast<unsigned long long>(o.bytes), o.hosts, o.ranks, o.simUs,
          o.boundUs, o.tunerUs, o.boundUs > 0 ? o.simUs / o.boundUs : 0.0, errPct(o), o.pick.c_str(), o.compute ? 1 : 0,
-         fabric.c_str(), static_cast<unsigned long long>(o.sliceBytes));
+         fabric.c_str(), static_cast<unsigned long long>(o.sliceBytes), o.channels);
   if (o.reordered) printf(" reordered=1");
   if (o.links.fabricLinks > 0)
     printf(" links_used=%d link_max_util=%.4f link_mean_util=%.4f", o.links.fabricLinks, o.links.maxUtil,
@@ -144,13 +144,13 @@ std::string jsonOf(const SimOutcome& o, const std::string& fabric) {
   char buf[4096];  // the error, fabric and bound strings are the long parts
   snprintf(buf, sizeof(buf),
            "{\"ok\": %s, \"error\": %s, \"fabric\": %s, \"fabric_description\": %s, \"coll\": %s, \"algo\": %s, "
-           "\"pick\": %s, \"bytes\": %llu, \"slice_bytes\": %llu, \"hosts\": %d, \"ranks\": %d, \"sim_us\": %.9g, \"bound_us\": %.9g, "
+           "\"pick\": %s, \"bytes\": %llu, \"slice_bytes\": %llu, \"channels\": %u, \"hosts\": %d, \"ranks\": %d, \"sim_us\": %.9g, \"bound_us\": %.9g, "
            "\"bound\": %s, \"ratio\": %.6g, \"tuner_us\": %.9g, \"tuner_full_us\": %.9g, \"tuner_net_us\": %.9g, "
            "\"tuner_err_pct\": %.4f, \"compute\": %s, \"reordered\": %s, \"messages\": %llu, \"wall_s\": %.3f",
            o.ok ? "true" : "false", jsonString(o.error).c_str(), jsonString(fabric).c_str(),
            jsonString(o.fabric).c_str(), jsonString(o.coll).c_str(), jsonString(o.algo).c_str(),
            jsonString(o.pick).c_str(), static_cast<unsigned long long>(o.bytes),
-           static_cast<unsigned long long>(o.sliceBytes), o.hosts, o.ranks, o.simUs, o.boundUs,
+           static_cast<unsigned long long>(o.sliceBytes), o.channels, o.hosts, o.ranks, o.simUs, o.boundUs,
            jsonString(o.boundFormula).c_str(), o.boundUs > 0 ? o.simUs / o.boundUs : 0.0, o.tunerUs, o.tunerFullUs,
            o.tunerNetUs, errPct(o), o.compute ? "true" : "false", o.reordered ? "true" : "false", static_cast<unsigned long long>(o.messages), o.wallS);
   std::string s = buf;

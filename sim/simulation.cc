@@ -181,7 +181,9 @@ SimOutcome runChild(const SimSpec& spec) {
   out.algo = algo->name;
   // The slice the runtime would run it with: the tuner's best for it.
   ctx.sliceBytes = choice.sliceFor(algo);
+  ctx.channels = choice.channelsFor(algo);
   out.sliceBytes = ctx.sliceBytes;
+  out.channels = channelsFor(*algo, ctx);
 
   // The tuner's view: as chooseAlgorithm prices it, and without reductions.
   CostModel model = CostModel::of(ctx);
@@ -279,7 +281,7 @@ std::string serialize(const SimOutcome& o) {
   s << "ok=" << o.ok << "\nerror=" << clean(o.error) << "\ncoll=" << o.coll << "\nalgo=" << o.algo << "\nreordered=" << o.reordered
     << "\npick=" << o.pick << "\nfabric=" << clean(o.fabric) << "\nhosts=" << o.hosts << "\nranks=" << o.ranks
     << "\nbytes=" << o.bytes << "\nsim_us=" << o.simUs << "\nbound_us=" << o.boundUs
-    << "\nbound_formula=" << clean(o.boundFormula) << "\nslice_bytes=" << o.sliceBytes << "\ntuner_us=" << o.tunerUs << "\ntuner_full_us=" << o.tunerFullUs
+    << "\nbound_formula=" << clean(o.boundFormula) << "\nslice_bytes=" << o.sliceBytes << "\nchannels=" << o.channels << "\ntuner_us=" << o.tunerUs << "\ntuner_full_us=" << o.tunerFullUs
     << "\ntuner_net_us=" << o.tunerNetUs << "\ncompute=" << o.compute << "\nmessages=" << o.messages
     << "\nconnections=" << o.connections << "\nlinks_used=" << o.links.fabricLinks
     << "\nlinks_max=" << o.links.maxUtil << "\nlinks_mean=" << o.links.meanUtil
@@ -312,6 +314,7 @@ SimOutcome parse(const std::string& text) {
   o.boundFormula = kv["bound_formula"];
   o.tunerUs = num("tuner_us");
   o.sliceBytes = static_cast<uint64_t>(num("slice_bytes"));
+  o.channels = static_cast<uint32_t>(num("channels"));
   o.tunerFullUs = num("tuner_full_us");
   o.tunerNetUs = num("tuner_net_us");
   o.compute = kv["compute"] == "1";

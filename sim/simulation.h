@@ -70,6 +70,7 @@ struct SimOutcome {
   int hosts = 0, ranks = 0;
   uint64_t bytes = 0;
   uint64_t sliceBytes = 0;  // the pipelining slice the plans ran with
+  uint32_t channels = 1;    // the channels they ran (PlanContext::channels)
   double simUs = 0;
   double boundUs = 0;
   std::string boundFormula;

@@ -120,7 +120,8 @@ TEST(Parameters, ImpossibleValuesAreRejectedAtInit) {
     const char* name;
     const char* value;
   } cases[] = {{"NODUS_SLOTS", "1"}, {"NODUS_SLOTS", "65"}, {"NODUS_SLOT_BYTES", "8"},
-               {"NODUS_TIMEOUT_MS", "0"}, {"NODUS_ALGO", "nosuch"}, {"NODUS_TRANSPORT", "carrier-pigeon"}};
+               {"NODUS_TIMEOUT_MS", "0"}, {"NODUS_ALGO", "nosuch"}, {"NODUS_TRANSPORT", "carrier-pigeon"},
+               {"NODUS_CHANNELS", "17"}, {"NODUS_CHANNELS", "-1"}};
   for (const Case& c : cases) {
     setenv(c.name, c.value, 1);
     nodusComm_t comms[2] = {nullptr, nullptr};
@@ -157,4 +158,39 @@ TEST(Topology, RanksThatDisagreeOnTheFabricFailAtInit) {
   }));
   ranks.Wait(std::chrono::seconds(60));
   EXPECT_EQ(ranks.Failures(), "");
+}
+
+// Ranks that would build different plans for one call (here NODUS_CHANNELS
+// on one rank and NODUS_ALGO on the other pair) fail init on every rank,
+// naming the setting, rather than exchanging messages that do not match.
+TEST(Parameters, RanksThatWouldPlanDifferentlyFailAtInit) {
+  using nodus_test::ForkedRanks;
+  using nodus_test::RankReport;
+  struct Case {
+    const char* name;
+    const char* value0;
+    const char* value1;
+  } cases[] = {{"NODUS_CHANNELS", "2", "0"}, {"NODUS_ALGO", "ring", "allreduce:ring"}, {"NODUS_CHUNK_BYTES", "8192", "0"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    nodus_test::SharedUniqueId shared;
+    ForkedRanks ranks(2);
+    ASSERT_TRUE(ranks.Start([&](int rank, RankReport& report) {
+      setenv(c.name, rank == 0 ? c.value0 : c.value1, 1);
+      setenv("NODUS_TIMEOUT_MS", "20000", 1);
+      nodusUniqueId id;
+      if (rank == 0 && shared.Make() != nodusSuccess) return 2;
+      if (!shared.Get(&id, std::chrono::seconds(20))) return 2;
+      nodusComm_t comm = nullptr;
+      const nodusResult_t r = nodusCommInitRank(&comm, 2, id, rank);
+      const std::string err = nodusGetLastError(nullptr);
+      if (r != nodusInvalidUsage) report.Fail("init returned " + std::to_string(r) + " (" + err + "), not nodusInvalidUsage");
+      if (err.find(c.name) == std::string::npos || err.find("every rank must") == std::string::npos)
+        report.Fail("unclear message: " + err);
+      if (comm != nullptr) report.Fail("a communicator was returned");
+      return report.failures ? 1 : 0;
+    }));
+    ranks.Wait(std::chrono::seconds(60));
+    EXPECT_EQ(ranks.Failures(), "");
+  }
 }

@@ -211,6 +211,7 @@ struct Forced {
   const char* slotBytes;  // NODUS_SLOT_BYTES, or null
   const char* slots;      // NODUS_SLOTS, or null
   std::vector<Coll> colls;
+  const char* channels = nullptr;  // NODUS_CHANNELS, or null
 };
 
 const Forced& ForcedSetting(int which) {
@@ -232,6 +233,10 @@ const Forced& ForcedSetting(int which) {
       // senders wait for slots all the time.
       {"slots4k", nullptr, "4096", "2", {}},
       {"slots1k", nullptr, "1024", "2", {}},
+      // Ring channels: half the data around the ring each way, through 4 KiB
+      // slots so that they pipeline, and more channels than the ring runs.
+      {"ring_2channels", "ring", "4096", nullptr, {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}, "2"},
+      {"ring_3channels", "ring", nullptr, nullptr, {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}, "3"},
   };
   return kForced[which];
 }
@@ -248,6 +253,7 @@ TEST_P(LoopbackForced, ReducedMatrix) {
   if (f.algo) env.push_back(std::make_unique<ScopedEnv>("NODUS_ALGO", f.algo));
   if (f.slotBytes) env.push_back(std::make_unique<ScopedEnv>("NODUS_SLOT_BYTES", f.slotBytes));
   if (f.slots) env.push_back(std::make_unique<ScopedEnv>("NODUS_SLOTS", f.slots));
+  if (f.channels) env.push_back(std::make_unique<ScopedEnv>("NODUS_CHANNELS", f.channels));
   LoopbackComms comms(n);
   ASSERT_TRUE(comms.ok());
   MatrixOptions options;
@@ -266,7 +272,7 @@ std::string ForcedName(const ::testing::TestParamInfo<std::tuple<int, int>>& inf
 }
 
 INSTANTIATE_TEST_SUITE_P(Settings, LoopbackForced,
-                         ::testing::Combine(::testing::Range(0, 6), ::testing::Values(3, 4, 6)),
+                         ::testing::Combine(::testing::Range(0, 8), ::testing::Values(3, 4, 6)),
                          ForcedName);
 
 // ---- Topology-aware algorithms: threads posing as hosts ------------------------------

@@ -219,6 +219,42 @@ INSTANTIATE_TEST_SUITE_P(Ranks, VerifierRanks,
                            return std::to_string(info.param.first) + "to" + std::to_string(info.param.second);
                          });
 
+// Ring channels (NODUS_CHANNELS): the data in two parts, one around the ring
+// each way, steps interleaved; more asked for than the ring runs (capped),
+// more channels than elements (empty parts), 2 ranks (one channel), the
+// fewest slots a ring runs with and rounds of several slices.
+class VerifierChannels : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(VerifierChannels, Ring) {
+  const Algorithm* ring = findAlgorithm("ring");
+  ASSERT_NE(ring, nullptr);
+  for (uint32_t channels : {2u, 8u}) {
+    for (auto [slots, round] : {std::pair<uint32_t, uint32_t>{2, 1}, {8, 4}}) {
+      PlanContext ctx = tightContext();
+      ctx.channels = channels;
+      ctx.slots = slots;
+      ctx.roundSlices = round;
+      for (int p = GetParam().first; p <= GetParam().second; ++p) {
+        const uint64_t up = static_cast<uint64_t>(p);
+        for (Collective coll : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter})
+          for (uint64_t n : {uint64_t{0}, uint64_t{1}, uint64_t{channels} - 1, up + 1, 3 * up + 2, 25 * up + 7})
+            for (bool inPlace : {false, true}) {
+              Status s = verifyAlgorithm(*ring, VerifyCase{coll, p, n, 0, inPlace, 4}, ctx);
+              ASSERT_TRUE(s.isOk()) << channels << " channels, slots " << slots << " round " << round << ", "
+                                    << collectiveName(coll) << " p=" << p << " n=" << n
+                                    << (inPlace ? " in-place" : "") << ": " << s.message();
+            }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, VerifierChannels,
+                         ::testing::Values(std::make_pair(1, 9), std::make_pair(10, 17)),
+                         [](const auto& info) {
+                           return std::to_string(info.param.first) + "to" + std::to_string(info.param.second);
+                         });
+
 // A sample of large rank counts, one test each.
 class VerifierSample : public ::testing::TestWithParam<int> {};
 
@@ -426,6 +462,18 @@ TEST_P(VerifierTorus, AllAlgorithms) {
   const Topology t = makeTopology(torus(dims), hosts, local);
   const uint64_t p = static_cast<uint64_t>(t.nranks);
   verifyOnTopology(t, {0, 1, 7, p - 1, 2 * p + 3}, {"torus"}, p > 64 ? 5 : UINT64_MAX);
+  // The ring in two and three channels over the torus's ring order.
+  PlanContext ctx = tightContext();
+  ctx.sliceBytes = 8 * 4;
+  ctx.topo = &t;
+  for (uint32_t channels : {2u, 3u})
+    for (Collective coll : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter})
+      for (uint64_t n : {uint64_t{1}, p - 1, 2 * p + 3}) {
+        if (p > 64 && coll != Collective::AllReduce && n > 5) continue;
+        ctx.channels = channels;
+        Status s = verifyAlgorithm(*findAlgorithm("ring"), VerifyCase{coll, t.nranks, n, 0, false, 4}, ctx);
+        ASSERT_TRUE(s.isOk()) << channels << " channels " << collectiveName(coll) << " n=" << n << ": " << s.message();
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(

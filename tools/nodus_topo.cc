@@ -240,9 +240,10 @@ int run(const Options& o) {
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       printf("%s\n    {\"collective\": \"%s\", \"bytes\": %llu, \"algorithm\": \"%s\", \"slice_bytes\": %llu, "
-             "\"forced\": %s, \"estimates_us\": {", i ? "," : "",
+             "\"channels\": %u, \"forced\": %s, \"estimates_us\": {", i ? "," : "",
              collectiveName(r.coll), static_cast<unsigned long long>(r.bytes), r.choice.algo->name,
-             static_cast<unsigned long long>(r.choice.sliceBytes), r.choice.forced ? "true" : "false");
+             static_cast<unsigned long long>(r.choice.sliceBytes), r.choice.channels,
+             r.choice.forced ? "true" : "false");
       for (size_t e = 0; e < r.choice.estimates.size(); ++e)
         printf("%s\"%s\": %.6g", e ? ", " : "", r.choice.estimates[e].algo->name, r.choice.estimates[e].us);
       printf("}}");
@@ -254,7 +255,7 @@ int run(const Options& o) {
   printf("%s\n", node.describe().c_str());
   printf("%s\n\n", topo.describe().c_str());
   printf("# tuner (rank 0 of %d; float32; predicted time at the algorithm's best slice)\n", p);
-  printf("# %-14s %12s  %-16s %6s %12s   %s\n", "collective", "bytes", "algorithm", "slice", "time (us)",
+  printf("# %-14s %12s  %-16s %6s %4s %12s   %s\n", "collective", "bytes", "algorithm", "slice", "ch", "time (us)",
          "all estimates (us)");
   for (const Row& r : rows) {
     double t = 0;
@@ -265,9 +266,10 @@ int run(const Options& o) {
       snprintf(buf, sizeof(buf), "%s%s=%.4g", all.empty() ? "" : " ", e.algo->name, e.us);
       all += buf;
     }
-    printf("  %-14s %12llu  %-16s %6s %12.4g   %s\n", collectiveName(r.coll), static_cast<unsigned long long>(r.bytes),
+    printf("  %-14s %12llu  %-16s %6s %4u %12.4g   %s\n", collectiveName(r.coll),
+           static_cast<unsigned long long>(r.bytes),
            (std::string(r.choice.algo->name) + (r.choice.forced ? " (forced)" : "")).c_str(),
-           formatBytes(r.choice.sliceBytes).c_str(), t, all.c_str());
+           formatBytes(r.choice.sliceBytes).c_str(), r.choice.channels, t, all.c_str());
   }
   return 0;
 }

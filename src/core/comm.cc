@@ -47,12 +47,17 @@ Status CommConfig::fromEnvironment(CommConfig* c) {
   NODUS_TRY(parseBindMode(param::kBind.get(), &c->bind));
   NODUS_TRY(AlgoSpec::parse(c->algo, &c->algoSpec));
   if (param::kChunkBytes.get() < 0) return makeError(nodusInvalidArgument, "NODUS_CHUNK_BYTES must not be negative");
+  if (const int64_t ch = param::kChannels.get(); ch < 0 || ch > kMaxChannels)
+    return makeError(nodusInvalidArgument, "NODUS_CHANNELS=%lld is outside [0, %lld] (0: the tuner picks)",
+                     static_cast<long long>(ch), static_cast<long long>(kMaxChannels));
   // The values just checked, as every tool without a communicator takes them.
   PlanContext ctx;
   contextFromEnvironment(&ctx);
   c->sliceBytes = ctx.sliceBytes;
   c->sliceForced = ctx.sliceForced;
   c->roundSlices = ctx.roundSlices;
+  c->channels = ctx.channels;
+  c->channelsForced = ctx.channelsForced;
   return Status::ok();
 }
 
@@ -72,7 +77,24 @@ struct RankInfo {
   int32_t forcedTransport;  // index into the transport table, -1: none forced
   uint32_t usableTransports;  // bit t: transport t can run on this host (TransportEntry::usable)
   uint64_t slotBytes;
+  // What the plans are made of, which every rank must build alike
+  // (kPlanSettings names them; NODUS_ALGO as a hash of its text).
+  int64_t planSettings[5];
 };
+
+constexpr const char* kPlanSettings[] = {"NODUS_ALGO", "NODUS_CHUNK_BYTES", "NODUS_ROUND_SLICES",
+                                         "NODUS_DIRECT_MAX_BYTES", "NODUS_CHANNELS"};
+static_assert(std::size(kPlanSettings) == std::size(RankInfo{}.planSettings));
+
+void planSettingsOf(const CommConfig& c, int64_t* out) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a of NODUS_ALGO
+  for (char ch : c.algo) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
+  out[0] = static_cast<int64_t>(h);
+  out[1] = c.sliceForced ? static_cast<int64_t>(c.sliceBytes) : 0;
+  out[2] = c.roundSlices;
+  out[3] = static_cast<int64_t>(c.directMaxBytes);
+  out[4] = c.channelsForced ? c.channels : 0;
+}
 
 uint64_t processToken() {
   static const uint64_t token = [] {
@@ -262,6 +284,7 @@ Status Comm::init(InitOptions& opts) {
   me.pid = getpid();
   me.slots = cfg_.slots;
   me.slotBytes = cfg_.slotBytes;
+  planSettingsOf(cfg_, me.planSettings);
   int forced = -1;
   if (!cfg_.transport.empty()) {
     std::string known;
@@ -304,6 +327,16 @@ Status Comm::init(InitOptions& opts) {
                        "must use the same values",
                        r, static_cast<unsigned long long>(infos[r].slotBytes), infos[r].slots, rank_,
                        static_cast<unsigned long long>(cfg_.slotBytes), cfg_.slots);
+    // Ranks that plan differently would exchange messages that do not match.
+    for (size_t i = 0; i < std::size(kPlanSettings); ++i) {
+      if (infos[r].planSettings[i] == me.planSettings[i]) continue;
+      if (i == 0)
+        return makeError(nodusInvalidUsage, "rank %d sets a different NODUS_ALGO from rank %d ('%s'): every rank must "
+                         "set the same", r, rank_, cfg_.algo.c_str());
+      return makeError(nodusInvalidUsage, "rank %d uses %s=%lld but rank %d uses %lld: every rank must use the same "
+                       "value", r, kPlanSettings[i], static_cast<long long>(infos[r].planSettings[i]), rank_,
+                       static_cast<long long>(me.planSettings[i]));
+    }
   }
 
   // Which transports this host can run, for the pairs to agree on (a device
@@ -481,6 +514,7 @@ Status Comm::plan(const PlanKey& key, const Plan** out) {
   NODUS_TRY(chooseAlgorithm(key, ctx, cfg_.algoSpec, &choice));
   const Algorithm* algo = choice.algo;
   ctx.sliceBytes = choice.sliceBytes;
+  ctx.channels = choice.channels;
   auto p = std::make_unique<Plan>();
   p->key = key;
   p->algorithm = algo->name;
@@ -489,11 +523,14 @@ Status Comm::plan(const PlanKey& key, const Plan** out) {
   p->roundSlices = cfg_.roundSlices;
   for (const Step& s : p->steps) p->maxSlices = std::max(p->maxSlices, (s.count + p->sliceElems - 1) / p->sliceElems);
   markStableSends(*p);
-  NODUS_INFO(rank_, "%s count=%llu x %uB%s root=%d: %s in %s slices%s, %zu step(s), %zu phase(s) (estimates: %s)",
+  NODUS_INFO(rank_,
+             "%s count=%llu x %uB%s root=%d: %s in %s slices%s, %u channel(s)%s, %zu step(s), %zu phase(s) "
+             "(estimates: %s)",
              collectiveName(key.coll), static_cast<unsigned long long>(key.count), key.typeSize,
              key.inPlace ? " in-place" : "", key.root, algo->name, formatBytes(choice.sliceBytes).c_str(),
-             cfg_.sliceForced ? " (NODUS_CHUNK_BYTES)" : "", p->steps.size(), p->phaseStarts.size() + 1,
-             choice.explain().c_str());
+             cfg_.sliceForced ? " (NODUS_CHUNK_BYTES)" : "", p->channels,
+             cfg_.channelsForced && algo->maxChannels > 1 ? " (NODUS_CHANNELS)" : "", p->steps.size(),
+             p->phaseStarts.size() + 1, choice.explain().c_str());
   if (logLevel() >= LogLevel::Trace) NODUS_TRACE(rank_, "%s", describe(*p).c_str());
   *out = p.get();
   lastPlan_.store(&*plans_.emplace(key, std::move(p)).first, std::memory_order_release);
@@ -504,6 +541,8 @@ PlanContext Comm::planContext() const {
   PlanContext ctx;
   ctx.sliceBytes = cfg_.sliceBytes;
   ctx.sliceForced = cfg_.sliceForced;
+  ctx.channels = cfg_.channels;
+  ctx.channelsForced = cfg_.channelsForced;
   ctx.slots = cfg_.slots;
   ctx.roundSlices = cfg_.roundSlices;
   ctx.directMaxBytes = cfg_.directMaxBytes;

@@ -35,6 +35,8 @@ struct CommConfig {
   AlgoSpec algoSpec;      // algo, parsed
   size_t sliceBytes = 0;  // the largest pipelining slice (a slot), or NODUS_CHUNK_BYTES
   bool sliceForced = false;  // NODUS_CHUNK_BYTES set: every plan uses sliceBytes, else the tuner picks
+  uint32_t channels = 1;        // NODUS_CHANNELS (PlanContext::channels)
+  bool channelsForced = false;  // NODUS_CHANNELS set: every algorithm that runs channels runs that many
   std::string transport;
   uint64_t directMaxBytes = 0;
   BindMode bind = BindMode::Auto;  // NODUS_BIND

@@ -76,6 +76,10 @@ constexpr ParamInfo kParams[] = {
      "Pipelining slice in bytes for every call (at most NODUS_SLOT_BYTES); 0: the tuner picks it per call: "
      "the slot, or for ring and chain a half of it down to 4 KiB where the cost model says so (never when "
      "ranks outnumber cores)."},
+    {"NODUS_CHANNELS", ParamType::Int, "0",
+     "Channels for every call of an algorithm that runs them (1-16, capped at the algorithm's most; ring: "
+     "2, the data in two halves, one around the ring each way, on 3 or more ranks); 0: the tuner picks per "
+     "call (more than one only where a link has a wire each way, e.g. a torus)."},
     // Read by the MPI interposer (plugins/mpi, libnodus_mpi.so), listed here so
     // that nodus-info shows every setting; plugins/mpi/src/config.h has the same default.
     {"NODUS_MPI_MIN_BYTES", ParamType::Int, "512",
@@ -179,6 +183,7 @@ const StringParam kFatTree{lookup("NODUS_FATTREE")};
 const StringParam kBind{lookup("NODUS_BIND")};
 const StringParam kHwlocXml{lookup("NODUS_HWLOC_XML")};
 const IntParam kChunkBytes{lookup("NODUS_CHUNK_BYTES")};
+const IntParam kChannels{lookup("NODUS_CHANNELS")};
 }  // namespace param
 
 }  // namespace nodus

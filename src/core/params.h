@@ -79,6 +79,7 @@ extern const StringParam kFatTree;       // NODUS_FATTREE
 extern const StringParam kBind;          // NODUS_BIND
 extern const StringParam kHwlocXml;      // NODUS_HWLOC_XML
 extern const IntParam kChunkBytes;       // NODUS_CHUNK_BYTES
+extern const IntParam kChannels;         // NODUS_CHANNELS
 }  // namespace param
 
 }  // namespace nodus

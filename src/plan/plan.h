@@ -94,6 +94,7 @@ struct PlanKey {
 struct Plan {
   PlanKey key;
   std::string algorithm;  // e.g. "ring", for logs and traces
+  uint32_t channels = 1;  // the channels the algorithm built (PlanContext::channels), for logs
   std::vector<Step> steps;
   uint64_t scratchElems = 0;  // scratch the plan needs, in elements
   // Steps run phase by phase; within a phase slice-major: slice s of every

@@ -208,9 +208,11 @@ std::string formatBytes(uint64_t b) {
 std::string Choice::explain() const {
   std::string s;
   for (const Estimate& e : estimates) {
-    char buf[96];
-    snprintf(buf, sizeof(buf), "%s%s %.3gus/%s%s", s.empty() ? "" : ", ", e.algo->name, e.us,
-             formatBytes(e.sliceBytes).c_str(), e.algo == algo ? "*" : "");
+    char buf[112];
+    char ch[16] = "";
+    if (e.channels > 1) snprintf(ch, sizeof(ch), "x%uch", e.channels);
+    snprintf(buf, sizeof(buf), "%s%s %.3gus/%s%s%s", s.empty() ? "" : ", ", e.algo->name, e.us,
+             formatBytes(e.sliceBytes).c_str(), ch, e.algo == algo ? "*" : "");
     s += buf;
   }
   return s + (forced ? " (forced by NODUS_ALGO)" : "");
@@ -226,26 +228,34 @@ Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpe
   const bool trySmaller = !ctx.sliceForced && !(ctx.topo != nullptr && ctx.topo->oversubscribed);
   for (const Algorithm* a : algorithms()) {
     if (!a->supports(key, ctx)) continue;
-    Estimate e{a, std::numeric_limits<double>::infinity(), ctx.sliceBytes};
-    // The slot, then halves of it: the slice that prices lowest, the larger
-    // one on a tie (fewer slices to post).
-    // Halves stay whole cache lines (a slot that is not a power of two).
-    for (uint64_t slice = ctx.sliceBytes;; slice = slice / 2 / 64 * 64) {
-      PlanContext at = ctx;
-      at.sliceBytes = slice;
-      const double t = a->cost(key, at, CostModel::of(at));
-      if (t < e.us * (1 - 1e-9)) e.us = t, e.sliceBytes = slice;
-      if (!trySmaller || !a->slicesPriced || slice / 2 / 64 * 64 < std::max<uint64_t>(kMinSliceBytes, key.typeSize)) break;
+    Estimate e{a, std::numeric_limits<double>::infinity(), ctx.sliceBytes, 1};
+    // Channels 1, 2, 4, ... up to the algorithm's most (only NODUS_CHANNELS
+    // when forced); for each, the slot, then halves of it: the pair that
+    // prices lowest, fewer channels and the larger slice on a tie.
+    const uint32_t most = std::max<uint32_t>(1, a->maxChannels);
+    for (uint32_t ch = ctx.channelsForced ? channelsFor(*a, ctx) : 1; ch <= most; ch *= 2) {
+      // Halves stay whole cache lines (a slot that is not a power of two).
+      for (uint64_t slice = ctx.sliceBytes;; slice = slice / 2 / 64 * 64) {
+        PlanContext at = ctx;
+        at.sliceBytes = slice;
+        at.channels = ch;
+        const double t = a->cost(key, at, CostModel::of(at));
+        if (t < e.us * (1 - 1e-9)) e.us = t, e.sliceBytes = slice, e.channels = ch;
+        if (!trySmaller || !a->slicesPriced || slice / 2 / 64 * 64 < std::max<uint64_t>(kMinSliceBytes, key.typeSize))
+          break;
+      }
+      if (ctx.channelsForced) break;
     }
     c.estimates.push_back(e);
     // The single-round direct exchange stays below its size limit unless forced.
     if (a == &kDirectAlgorithm && key.count * key.typeSize > ctx.directMaxBytes) continue;
-    if (e.us < best) best = e.us, c.algo = a, c.sliceBytes = e.sliceBytes;
+    if (e.us < best) best = e.us, c.algo = a, c.sliceBytes = e.sliceBytes, c.channels = e.channels;
   }
   if (const Algorithm* f = spec.forcedFor(key); f != nullptr && f->supports(key, ctx)) {
     c.algo = f;
     c.forced = true;
     c.sliceBytes = c.sliceFor(f);
+    c.channels = c.channelsFor(f);
   }
   if (c.algo == nullptr) return makeError(nodusInternalError, "no algorithm implements %s", collectiveName(key.coll));
   *out = std::move(c);
@@ -263,12 +273,21 @@ void contextFromEnvironment(PlanContext* ctx, int64_t transportSlot) {
   const int64_t round = param::kRoundSlices.get();
   ctx->roundSlices = static_cast<uint32_t>(round > 0 ? round : std::max<uint32_t>(1, ctx->slots / 2));
   ctx->directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
+  const int64_t channels = param::kChannels.get();
+  ctx->channelsForced = channels > 0;
+  ctx->channels = static_cast<uint32_t>(std::clamp<int64_t>(channels, 1, kMaxChannels));
 }
 
 uint64_t Choice::sliceFor(const Algorithm* a) const {
   for (const Estimate& e : estimates)
     if (e.algo == a) return e.sliceBytes;
   return 0;
+}
+
+uint32_t Choice::channelsFor(const Algorithm* a) const {
+  for (const Estimate& e : estimates)
+    if (e.algo == a) return e.channels;
+  return 1;
 }
 
 }  // namespace nodus

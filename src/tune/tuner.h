@@ -40,25 +40,33 @@ struct Estimate {
   const Algorithm* algo;
   double us;
   uint64_t sliceBytes;
+  uint32_t channels = 1;
 };
 
 struct Choice {
   const Algorithm* algo = nullptr;
   uint64_t sliceBytes = 0;  // the pipelining slice the plan runs with
+  uint32_t channels = 1;    // the channels it runs (PlanContext::channels)
   bool forced = false;
   std::vector<Estimate> estimates;  // every algorithm that supports the call
-  std::string explain() const;      // "ring 12.3us/128K*, tree 15.0us/32K, ..." for logs
+  std::string explain() const;      // "ring 12.3us/128Kx2ch*, tree 15.0us/32K, ..." for logs
   // The slice `a` runs in: its estimate's (0 if `a` does not support the call).
   uint64_t sliceFor(const Algorithm* a) const;
+  // The channels `a` runs with: its estimate's (1 if it does not support the call).
+  uint32_t channelsFor(const Algorithm* a) const;
 };
 
 // The smallest slice the tuner tries.
 constexpr uint64_t kMinSliceBytes = 4096;
+// The most channels NODUS_CHANNELS may ask for.
+constexpr int64_t kMaxChannels = 16;
 
-// Picks the algorithm and its slice: each algorithm is priced at
-// ctx.sliceBytes (the slot) and, where its cost prices slices
+// Picks the algorithm, its slice and its channels: each algorithm is priced
+// at ctx.sliceBytes (the slot) and, where its cost prices slices
 // (Algorithm::slicesPriced), at halves of it down to kMinSliceBytes; only
-// at ctx.sliceBytes when ctx.sliceForced. The lowest price wins.
+// at ctx.sliceBytes when ctx.sliceForced; and, where it runs channels
+// (Algorithm::maxChannels), at 1, 2, 4, ... of them up to its most, only at
+// ctx.channels when ctx.channelsForced. The lowest price wins.
 // NODUS_ALGO's rules then force the algorithm (at its own best slice).
 Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpec& spec, Choice* out);
 
@@ -66,8 +74,8 @@ Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpe
 // checks the same values first): the slice (NODUS_SLOT_BYTES, else
 // `transportSlot`, the slot of the transports the plans run over, else
 // kDefaultSlotBytes; NODUS_CHUNK_BYTES forced when set, at most the slot),
-// NODUS_SLOTS, NODUS_ROUND_SLICES (0: half the slots) and
-// NODUS_DIRECT_MAX_BYTES. A communicator passes slotBytesFor() the
+// NODUS_SLOTS, NODUS_ROUND_SLICES (0: half the slots),
+// NODUS_DIRECT_MAX_BYTES and NODUS_CHANNELS (0: the tuner's choice). A communicator passes slotBytesFor() the
 // transports it connected, nodus-topo and nodus-sim modelledSlotBytes().
 void contextFromEnvironment(PlanContext* ctx, int64_t transportSlot = 0);
 
