@@ -476,6 +476,7 @@ struct Options {
   double stepFactor = 2.0;
   size_t stepBytes = 0;  // > 0: linear steps instead of a factor
   int iters = 20;
+  int rounds = 1;  // -a all: passes over the algorithms, each cell keeps its best
   int warmup = 5;
   int check = 1;
   int root = 0;
@@ -536,6 +537,8 @@ void printHelp(FILE* f) {
                "                          buffers (under mpirun; fp16, bf16 and avg: n/a)\n"
                "      --csv FILE          write one CSV record per size and placement\n"
                "      --json FILE         write the results as JSON\n"
+               "      --rounds R          -a all: R passes over the algorithms, in reverse order\n"
+               "                          every other pass; each cell keeps its best (default 1)\n"
                "  -a, --algo NAME         force an algorithm: sets NODUS_ALGO=NAME before any\n"
                "                          communicator is created. NAME is one of:\n%s,\n"
                "                          or a whole NODUS_ALGO rule string, passed through\n"
@@ -564,7 +567,8 @@ void printHelp(FILE* f) {
                "below 1 GB/s is shown to 3 significant digits so small sizes stay comparable.\n"
                "With --baseline mpi, an `mpi` column (timed once, in the tuner's pass). CSV/JSON:\n"
                "one record per size and algorithm that ran, with `algo`, `tuner_pick` and\n"
-               "`fastest`. A `#` line is printed as each algorithm's pass starts.\n",
+               "`fastest`. A `#` line is printed as each algorithm's pass starts. On a shared\n"
+               "or oversubscribed machine, --rounds 3 or more makes the columns comparable.\n",
                names.c_str());
 }
 
@@ -752,7 +756,7 @@ bool parseArgs(int argc, char** argv, Options* o, std::string* err) {
       {"stepbytes", 'i'}, {"iters", 'n'},    {"warmup_iters", 'w'}, {"check", 'c'},
       {"datatype", 'd'},  {"op", 'o'},       {"root", 'r'},         {"help", 'h'},
       {"coll", 'C'},      {"baseline", 'B'}, {"csv", 'V'},          {"json", 'J'},
-      {"algo", 'a'},
+      {"algo", 'a'},      {"rounds", 'R'},
   };
   for (int a = 1; a < argc; ++a) {
     std::string arg = argv[a];
@@ -817,6 +821,7 @@ bool parseArgs(int argc, char** argv, Options* o, std::string* err) {
       case 'i': ok = parseSize(value, &o->stepBytes); break;
       case 'n': ok = parseInt(value, &o->iters) && o->iters >= 1; break;
       case 'w': ok = parseInt(value, &o->warmup) && o->warmup >= 0; break;
+      case 'R': ok = parseInt(value, &o->rounds) && o->rounds >= 1; break;
       case 'c': ok = parseInt(value, &o->check) && (o->check == 0 || o->check == 1); break;
       case 'd': ok = parseTypes(value, &o->types); break;
       case 'o': ok = parseOps(value, &o->ops); break;
@@ -1561,7 +1566,12 @@ class Runner {
 
     uint64_t totalWrong = 0;
     uint64_t seed = 0;
-    for (size_t k = 0; k < names.size(); ++k) {
+    // Several rounds: the algorithms in turn, the other way round every other
+    // round, so that a machine that slows down for a while (shared VMs do,
+    // 2x and more) does not slow one algorithm's whole column.
+    for (int round = 0; round < opt_.rounds; ++round)
+    for (size_t step = 0; step < names.size(); ++step) {
+      const size_t k = round % 2 == 0 ? step : names.size() - 1 - step;
       comm_ = maker.create(names[k].c_str());
       // A rank that disagreed would run another plan than its peers: stop
       // instead of hanging.
@@ -1576,8 +1586,11 @@ class Runner {
         nruns += runs[i] ? 1 : 0;
       }
       if (reporter_ != nullptr) {
-        std::string what = "algorithm " + std::to_string(k + 1) + "/" +
-                           std::to_string(names.size()) + " " + names[k] + ": ";
+        std::string what = (opt_.rounds > 1 ? "round " + std::to_string(round + 1) + "/" +
+                                                  std::to_string(opt_.rounds) + ", "
+                                            : std::string()) +
+                           "algorithm " + std::to_string(k + 1) + "/" + std::to_string(names.size()) + " " +
+                           names[k] + ": ";
         if (nruns == 0)
           what += "runs none of these calls, skipped";
         else
@@ -1592,7 +1605,14 @@ class Runner {
         const Measurement m =
             measure(r.coll, typeInfo(r.type), r.op, r.rankCount, r.bytes, false, ++seed, false);
         if (m.wrong > 0) totalWrong += static_cast<uint64_t>(m.wrong);
-        rows[i].cells[k] = m;
+        std::optional<Measurement>& cell = rows[i].cells[k];
+        if (!cell || m.timeUs < cell->timeUs) {
+          const int64_t wrong = cell ? std::max(cell->wrong, m.wrong) : m.wrong;
+          cell = m;
+          cell->wrong = wrong;
+        } else {
+          cell->wrong = std::max(cell->wrong, m.wrong);
+        }
       }
       retire();
     }
