@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "core/log.h"
@@ -66,6 +67,14 @@ struct TcpRequest final : Request {
   bool reported = false;  // test() said done: may be dropped
 };
 
+// Receives: what one recv() takes in when a socket needs a frame header. A
+// small message then arrives with its header in one system call (and the
+// next ones behind it, if already there) instead of two; the bytes beyond
+// the header are copied out of it as the requests read them. Larger
+// messages read their rest straight into place. 16 KiB: a copy of it costs
+// less than the recv() it saves (about a microsecond here).
+constexpr size_t kLookaheadBytes = 16 << 10;
+
 // Per socket progress through the requests of its comm.
 struct Lane {
   Fd fd;
@@ -74,6 +83,9 @@ struct Lane {
   uint64_t dataDone = 0;
   FrameHeader hdr{};    // receives: the header being read
   bool closed = false;  // receives: the peer closed this socket between messages
+  // Receives: bytes read ahead of the frames, [aheadBegin, aheadEnd) of ahead.
+  std::unique_ptr<std::byte[]> ahead;
+  size_t aheadBegin = 0, aheadEnd = 0;
 };
 
 // State both directions share: sockets, requests in sequence order, the
@@ -229,8 +241,8 @@ class TcpComm {
           bool closed = false;
           size_t got = 0;
           NODUS_TRY(readSome(l, s, reinterpret_cast<std::byte*>(&l.hdr) + l.hdrDone, sizeof(FrameHeader) - l.hdrDone,
-                             &got, &closed));
-          if (closed && l.hdrDone > 0) return closedError(s, false);
+                             &got, &closed, /*lookahead=*/true));
+          if (closed && l.hdrDone + got > 0) return closedError(s, false);
           if (closed) {
             l.closed = true;  // test() decides which requests that fails
             break;
@@ -264,7 +276,37 @@ class TcpComm {
     return Status::ok();
   }
 
-  Status readSome(Lane& l, int s, std::byte* p, size_t want, size_t* got, bool* closed) {
+  // Reads up to `want` bytes for the lane's current frame: first what was
+  // read ahead, then from the socket (with `lookahead`, through the
+  // read-ahead buffer: a frame header, and whatever follows it).
+  Status readSome(Lane& l, int s, std::byte* p, size_t want, size_t* got, bool* closed, bool lookahead = false) {
+    *got = 0;
+    if (l.aheadEnd > l.aheadBegin) {
+      const size_t n = std::min(want, l.aheadEnd - l.aheadBegin);
+      memcpy(p, l.ahead.get() + l.aheadBegin, n);
+      l.aheadBegin += n;
+      *got = n;
+      if (n == want) return Status::ok();
+      p += n;
+      want -= n;
+    }
+    if (lookahead) {
+      if (!l.ahead) l.ahead = std::make_unique<std::byte[]>(kLookaheadBytes);
+      size_t more = 0;
+      NODUS_TRY(recvSome(l, s, l.ahead.get(), kLookaheadBytes, &more, closed));
+      l.aheadBegin = std::min(want, more);
+      l.aheadEnd = more;
+      memcpy(p, l.ahead.get(), l.aheadBegin);
+      *got += l.aheadBegin;
+      return Status::ok();
+    }
+    size_t direct = 0;
+    NODUS_TRY(recvSome(l, s, p, want, &direct, closed));
+    *got += direct;
+    return Status::ok();
+  }
+
+  Status recvSome(Lane& l, int s, std::byte* p, size_t want, size_t* got, bool* closed) {
     const ssize_t k = recv(l.fd.get(), p, want, MSG_DONTWAIT);
     if (k > 0) {
       *got = static_cast<size_t>(k);
