@@ -24,7 +24,9 @@ struct PlanContext {
   uint64_t sliceBytes = 0;
   uint32_t slots = 0;       // slices a connection buffers before the sender waits
   uint32_t roundSlices = 1; // slices of a step the executor moves in a row (Plan::roundSlices)
-  uint64_t directMaxBytes = 0;  // largest call the automatic choice gives to `direct`
+  // Largest call the automatic choice gives to `direct` (kDirectMaxAuto:
+  // directMaxFor() decides from the topology).
+  uint64_t directMaxBytes = 0;
   // Where the ranks are; null means one host, ranks in order.
   const Topology* topo = nullptr;
   bool sliceForced = false;  // NODUS_CHUNK_BYTES: sliceBytes is the only slice
@@ -40,6 +42,16 @@ struct PlanContext {
   // steps pays its latency once per this many bytes (sliceRounds).
   uint64_t roundBytes() const { return sliceBytes * (roundSlices ? roundSlices : 1); }
 };
+
+// NODUS_DIRECT_MAX_BYTES=-1: 128 KiB where every rank has a core of its own,
+// 16 KiB where ranks share cores. Measured on 2 ranks (nodus-perf -a all
+// --rounds 5), direct is 1.2-1.37x the ring at 64-128 KiB and 0.72-0.84x at
+// 256 KiB and more; on 4 ranks sharing 2 cores it is 0.27-0.77x the
+// halving-doubling at 32-128 KiB, which the model, whose oversubscribed
+// prices of the ring and halving-doubling are latency-bound (4 ranks,
+// 128 KiB: 201 and 211 us priced, 45 and 35 measured), cannot tell.
+constexpr uint64_t kDirectMaxAuto = UINT64_MAX;
+uint64_t directMaxFor(const PlanContext& ctx);
 
 // The ranks in the order a ring should visit them.
 std::vector<int> ringOrder(const PlanContext& ctx, int nranks);

@@ -28,6 +28,11 @@ const Algorithm* const kRegistry[] = {
 
 std::span<const Algorithm* const> algorithms() { return kRegistry; }
 
+uint64_t directMaxFor(const PlanContext& ctx) {
+  if (ctx.directMaxBytes != kDirectMaxAuto) return ctx.directMaxBytes;
+  return ctx.topo != nullptr && ctx.topo->oversubscribed ? 16 << 10 : 128 << 10;
+}
+
 std::vector<int> ringOrder(const PlanContext& ctx, int nranks) {
   if (ctx.topo != nullptr && ctx.topo->nranks == nranks) return ctx.topo->ringOrder;
   std::vector<int> order(static_cast<size_t>(nranks));

@@ -680,3 +680,33 @@ TEST(Tuner, ForcedChannelsApplyToTheAlgorithmsThatRunThem) {
   ASSERT_TRUE(findAlgorithm("ring")->build(PlanKey{Collective::AllReduce, 2, 0, 1 << 20, 4, 0, false}, ctx, two).isOk());
   EXPECT_EQ(two.channels, 1u);  // both ways are one connection
 }
+
+// NODUS_DIRECT_MAX_BYTES=-1 (the default): direct up to 128 KiB where each
+// rank has a core (measured on 2 ranks: 1.2-1.37x the ring at 64-128 KiB),
+// 16 KiB where ranks share cores (4 ranks on 2 cores: 0.27-0.77x
+// halving-doubling at 32-128 KiB).
+TEST(Tuner, DirectTakesMidSizesOnlyWhereRanksHaveCoresOfTheirOwn) {
+  Topology t = Topology::flat(2);
+  PlanContext ctx;
+  ctx.sliceBytes = 128 << 10;
+  ctx.slots = 8;
+  ctx.roundSlices = 4;
+  ctx.directMaxBytes = kDirectMaxAuto;
+  ctx.topo = &t;
+  AlgoSpec none;
+  Choice c;
+  const PlanKey key{Collective::AllReduce, 2, 0, (128 << 10) / 4, 4, 0, false};
+  ASSERT_TRUE(chooseAlgorithm(key, ctx, none, &c).isOk());
+  EXPECT_STREQ(c.algo->name, "direct") << c.explain();
+  const PlanKey big{Collective::AllReduce, 2, 0, (256 << 10) / 4, 4, 0, false};
+  ASSERT_TRUE(chooseAlgorithm(big, ctx, none, &c).isOk());
+  EXPECT_STRNE(c.algo->name, "direct") << c.explain();
+  t.oversubscribed = true;
+  t.coreShare = 2;
+  EXPECT_EQ(directMaxFor(ctx), 16u << 10);
+  ASSERT_TRUE(chooseAlgorithm(key, ctx, none, &c).isOk());
+  EXPECT_STRNE(c.algo->name, "direct") << c.explain();
+  // A value set by the user is the limit either way.
+  ctx.directMaxBytes = 1 << 20;
+  EXPECT_EQ(directMaxFor(ctx), 1u << 20);
+}

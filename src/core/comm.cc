@@ -43,7 +43,6 @@ Status CommConfig::fromEnvironment(CommConfig* c) {
   c->spin = std::max<int64_t>(0, param::kSpin.get());
   c->algo = param::kAlgo.get();
   c->transport = param::kTransport.get();
-  c->directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
   NODUS_TRY(parseBindMode(param::kBind.get(), &c->bind));
   NODUS_TRY(AlgoSpec::parse(c->algo, &c->algoSpec));
   if (param::kChunkBytes.get() < 0) return makeError(nodusInvalidArgument, "NODUS_CHUNK_BYTES must not be negative");
@@ -58,6 +57,7 @@ Status CommConfig::fromEnvironment(CommConfig* c) {
   c->roundSlices = ctx.roundSlices;
   c->channels = ctx.channels;
   c->channelsForced = ctx.channelsForced;
+  c->directMaxBytes = ctx.directMaxBytes;
   return Status::ok();
 }
 
@@ -315,7 +315,11 @@ Status Comm::init(InitOptions& opts) {
   NODUS_TRY(Topology::build(fabric, hostOfRank, numaOfRank, &topo_));
   // Computed from what every rank reported, so every rank prices algorithms
   // alike (they must all choose the same one).
-  for (const RankInfo& info : infos) topo_.oversubscribed |= info.kernelRanks > info.cores;
+  for (const RankInfo& info : infos) {
+    topo_.oversubscribed |= info.kernelRanks > info.cores;
+    if (info.cores > 0)
+      topo_.coreShare = std::max(topo_.coreShare, static_cast<double>(info.kernelRanks) / info.cores);
+  }
   for (int r = 0; r < nranks_; ++r) {
     if (infos[r].forcedTransport != forced)
       return makeError(nodusInvalidUsage, "rank %d forces NODUS_TRANSPORT=%s but rank %d %s%s: every rank must force the same one",

@@ -36,6 +36,9 @@ struct Topology {
   // Some machine runs more ranks than it has cores: a rank waiting for a
   // peer must sleep and be woken, so each step costs a scheduler round trip.
   bool oversubscribed = false;
+  // The most ranks per core on any machine (1 where each rank has a core of
+  // its own): work every rank does at once takes this much longer there.
+  double coreShare = 1.0;
 
   // Fabric links a message between two ranks crosses (0 inside a host):
   // torus Manhattan distance with wrap-around, fat-tree switch hops.

@@ -248,7 +248,7 @@ Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpe
     }
     c.estimates.push_back(e);
     // The single-round direct exchange stays below its size limit unless forced.
-    if (a == &kDirectAlgorithm && key.count * key.typeSize > ctx.directMaxBytes) continue;
+    if (a == &kDirectAlgorithm && key.count * key.typeSize > directMaxFor(ctx)) continue;
     if (e.us < best) best = e.us, c.algo = a, c.sliceBytes = e.sliceBytes, c.channels = e.channels;
   }
   if (const Algorithm* f = spec.forcedFor(key); f != nullptr && f->supports(key, ctx)) {
@@ -272,7 +272,8 @@ void contextFromEnvironment(PlanContext* ctx, int64_t transportSlot) {
   ctx->slots = static_cast<uint32_t>(std::clamp<int64_t>(param::kSlots.get(), 2, 64));  // CommConfig's range
   const int64_t round = param::kRoundSlices.get();
   ctx->roundSlices = static_cast<uint32_t>(round > 0 ? round : std::max<uint32_t>(1, ctx->slots / 2));
-  ctx->directMaxBytes = static_cast<uint64_t>(std::max<int64_t>(0, param::kDirectMaxBytes.get()));
+  const int64_t direct = param::kDirectMaxBytes.get();
+  ctx->directMaxBytes = direct < 0 ? kDirectMaxAuto : static_cast<uint64_t>(direct);
   const int64_t channels = param::kChannels.get();
   ctx->channelsForced = channels > 0;
   ctx->channels = static_cast<uint32_t>(std::clamp<int64_t>(channels, 1, kMaxChannels));
