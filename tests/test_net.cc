@@ -51,6 +51,25 @@ class TcpNetTest : public ::testing::Test {
     return n;
   }
 
+  // A net of `nsocks` sockets per connection, one connection of it from
+  // `peerRank` to itself, and a memory region.
+  struct Connected {
+    std::unique_ptr<net::Net> n;
+    std::unique_ptr<net::Listener> listener;
+    std::unique_ptr<net::SendComm> sc;
+    std::unique_ptr<net::RecvComm> rc;
+    std::unique_ptr<net::MemoryRegion> mr;
+  };
+  void Connect(int nsocks, int peerRank, Connected* c) {
+    c->n = MakeNet(nsocks);
+    ASSERT_TRUE(c->n);
+    net::Handle handle;
+    ASSERT_TRUE(c->n->listen(0, &handle, &c->listener).isOk());
+    ASSERT_TRUE(c->n->connect(0, handle, net::Identity{secret_, peerRank}, Clock::now() + 5s, &c->sc).isOk());
+    ASSERT_TRUE(c->n->accept(*c->listener, secret_, Clock::now() + 5s, &c->rc).isOk());
+    ASSERT_TRUE(c->n->regMr(nullptr, 0, &c->mr).isOk());
+  }
+
   // The listener's address, from its handle.
   static sockaddr_in AddressOf(const net::Handle& h) {
     net::tcp::WireHandle w;
@@ -213,18 +232,13 @@ INSTANTIATE_TEST_SUITE_P(Sockets, TcpNetRoundTrip, ::testing::Values(1, 2, 4),
 // large for its new place goes to the
 // buffer it was posted with, and the reported size tells the caller so.
 TEST_P(TcpNetRoundTrip, RetargetedReceivesLandWhereTheyWerePointed) {
-  const int nsocks = GetParam();
-  auto n = MakeNet(nsocks);
+  Connected c;
+  ASSERT_NO_FATAL_FAILURE(Connect(GetParam(), 3, &c));
+  auto& n = c.n;
+  auto& sc = c.sc;
+  auto& rc = c.rc;
+  auto& mr = c.mr;
   ASSERT_TRUE(n->anyMemory());
-  net::Handle handle;
-  std::unique_ptr<net::Listener> listener;
-  ASSERT_TRUE(n->listen(0, &handle, &listener).isOk());
-  std::unique_ptr<net::SendComm> sc;
-  ASSERT_TRUE(n->connect(0, handle, net::Identity{secret_, 3}, Clock::now() + 5s, &sc).isOk());
-  std::unique_ptr<net::RecvComm> rc;
-  ASSERT_TRUE(n->accept(*listener, secret_, Clock::now() + 5s, &rc).isOk());
-  std::unique_ptr<net::MemoryRegion> mr;
-  ASSERT_TRUE(n->regMr(nullptr, 0, &mr).isOk());
 
   constexpr size_t kSlot = 300000;
   std::vector<uint8_t> slot0(kSlot, 0xee), slot1(kSlot, 0xee), slot2(kSlot, 0xee);
@@ -275,17 +289,8 @@ TEST_P(TcpNetRoundTrip, RetargetedReceivesLandWhereTheyWerePointed) {
 // still be pointed elsewhere and land there, and every message arrives
 // whole and in order.
 TEST_P(TcpNetRoundTrip, FramesReadAheadStillLandWhereTheirReceivesPoint) {
-  const int nsocks = GetParam();
-  auto n = MakeNet(nsocks);
-  net::Handle handle;
-  std::unique_ptr<net::Listener> listener;
-  ASSERT_TRUE(n->listen(0, &handle, &listener).isOk());
-  std::unique_ptr<net::SendComm> sc;
-  ASSERT_TRUE(n->connect(0, handle, net::Identity{secret_, 3}, Clock::now() + 5s, &sc).isOk());
-  std::unique_ptr<net::RecvComm> rc;
-  ASSERT_TRUE(n->accept(*listener, secret_, Clock::now() + 5s, &rc).isOk());
-  std::unique_ptr<net::MemoryRegion> mr;
-  ASSERT_TRUE(n->regMr(nullptr, 0, &mr).isOk());
+  Connected c;
+  ASSERT_NO_FATAL_FAILURE(Connect(GetParam(), 3, &c));
   static_assert(sizeof(net::tcp::FrameHeader) == 16);
 
   constexpr size_t kMsgs = 12, kBytes = 4078, kSlot = 8192;
@@ -294,19 +299,19 @@ TEST_P(TcpNetRoundTrip, FramesReadAheadStillLandWhereTheirReceivesPoint) {
   std::vector<net::Request*> sends(kMsgs), recvs(kMsgs);
   for (size_t i = 0; i < kMsgs; ++i) {
     for (size_t k = 0; k < kBytes; ++k) out[i][k] = static_cast<uint8_t>(k * 29 + i * 7 + 1);
-    ASSERT_TRUE(n->irecv(*rc, slots[i].data(), kSlot, *mr, &recvs[i]).isOk());
-    ASSERT_TRUE(n->isend(*sc, out[i].data(), kBytes, *mr, &sends[i]).isOk());
+    ASSERT_TRUE(c.n->irecv(*c.rc, slots[i].data(), kSlot, *c.mr, &recvs[i]).isOk());
+    ASSERT_TRUE(c.n->isend(*c.sc, out[i].data(), kBytes, *c.mr, &sends[i]).isOk());
   }
   size_t bytes = 0;
-  for (net::Request* r : sends) ASSERT_TRUE(Drive(*n, r, &bytes).isOk());  // all in the socket now
-  Status st = Drive(*n, recvs[0], &bytes);
+  for (net::Request* r : sends) ASSERT_TRUE(Drive(*c.n, r, &bytes).isOk());  // all in the socket now
+  Status st = Drive(*c.n, recvs[0], &bytes);
   ASSERT_TRUE(st.isOk()) << st.message();
   EXPECT_EQ(bytes, kBytes);
   EXPECT_EQ(memcmp(slots[0].data(), out[0].data(), kBytes), 0);
-  EXPECT_TRUE(n->retarget(recvs[2], place2.data(), kBytes));
-  EXPECT_TRUE(n->retarget(recvs[4], place4.data(), kBytes));
+  EXPECT_TRUE(c.n->retarget(recvs[2], place2.data(), kBytes));
+  EXPECT_TRUE(c.n->retarget(recvs[4], place4.data(), kBytes));
   for (size_t i = 1; i < kMsgs; ++i) {
-    st = Drive(*n, recvs[i], &bytes);
+    st = Drive(*c.n, recvs[i], &bytes);
     ASSERT_TRUE(st.isOk()) << "message " << i << ": " << st.message();
     EXPECT_EQ(bytes, kBytes);
     const uint8_t* at = i == 2 ? place2.data() : i == 4 ? place4.data() : slots[i].data();
