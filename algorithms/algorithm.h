@@ -190,12 +190,19 @@ struct Algorithm {
   bool slicesPriced = false;
   // The most channels it runs (PlanContext::channels); 1: it has none.
   uint32_t maxChannels = 1;
+  // The channels it really builds for this call, where that can be fewer
+  // than channelsFor() (the ring on 2 ranks: 1); null: channelsFor().
+  uint32_t (*channelsRun)(const PlanKey& key, const PlanContext& ctx) = nullptr;
 };
 
 // The channels `algo` runs within `ctx`: ctx.channels, at least 1 and at most
 // the algorithm's maximum.
 inline uint32_t channelsFor(const Algorithm& algo, const PlanContext& ctx) {
   return std::clamp<uint32_t>(ctx.channels, 1, std::max<uint32_t>(1, algo.maxChannels));
+}
+// What its plan for `key` will run: what logs and tools report.
+inline uint32_t channelsFor(const Algorithm& algo, const PlanKey& key, const PlanContext& ctx) {
+  return algo.channelsRun ? algo.channelsRun(key, ctx) : channelsFor(algo, ctx);
 }
 
 // Every registered algorithm, in registry order.

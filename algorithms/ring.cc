@@ -172,6 +172,6 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
 
 const Algorithm kRingAlgorithm = {
     "ring", "Pipelined ring: reduce-scatter + all-gather (AllReduce), one pass otherwise.",
-    supports, build, cost, /*slicesPriced=*/true, /*maxChannels=*/2};
+    supports, build, cost, /*slicesPriced=*/true, /*maxChannels=*/2, ringChannels};
 
 }  // namespace nodus

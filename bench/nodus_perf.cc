@@ -855,6 +855,10 @@ bool parseArgs(int argc, char** argv, Options* o, std::string* err) {
     *err = "minbytes (-b) is larger than maxbytes (-e)";
     return false;
   }
+  if (o->rounds > 1 && !o->algoAll()) {
+    *err = "--rounds applies to -a all only";
+    return false;
+  }
   return true;
 }
 

@@ -183,7 +183,7 @@ SimOutcome runChild(const SimSpec& spec) {
   ctx.sliceBytes = choice.sliceFor(algo);
   ctx.channels = choice.channelsFor(algo);
   out.sliceBytes = ctx.sliceBytes;
-  out.channels = channelsFor(*algo, ctx);
+  out.channels = channelsFor(*algo, key0, ctx);
 
   // The tuner's view: as chooseAlgorithm prices it, and without reductions.
   CostModel model = CostModel::of(ctx);

@@ -669,6 +669,13 @@ TEST(Tuner, ForcedChannelsApplyToTheAlgorithmsThatRunThem) {
   ASSERT_TRUE(chooseAlgorithm(PlanKey{Collective::Broadcast, 6, 0, 1 << 20, 4, 0, false}, ctx, spec, &c).isOk());
   EXPECT_STREQ(c.algo->name, "tree");
   EXPECT_EQ(c.channels, 1u);
+  // On 2 ranks both ways are one connection: the ring runs one, and says so.
+  const Topology twoRanks = Topology::flat(2);
+  PlanContext ctx2 = ctx;
+  ctx2.topo = &twoRanks;
+  ASSERT_TRUE(chooseAlgorithm(PlanKey{Collective::AllReduce, 2, 0, 1 << 20, 4, 0, false}, ctx2, spec, &c).isOk());
+  EXPECT_STREQ(c.algo->name, "ring");
+  EXPECT_EQ(c.channels, 1u) << c.explain();
   // The plan the ring builds runs them, and logs how many.
   ctx.sliceBytes = c.sliceBytes;
   ctx.channels = 16;

@@ -86,14 +86,16 @@ constexpr const char* kPlanSettings[] = {"NODUS_ALGO", "NODUS_CHUNK_BYTES", "NOD
                                          "NODUS_DIRECT_MAX_BYTES", "NODUS_CHANNELS"};
 static_assert(std::size(kPlanSettings) == std::size(RankInfo{}.planSettings));
 
+// The settings as asked for (not as clamped to a slot that the transports
+// may still change): ranks that ask alike plan alike.
 void planSettingsOf(const CommConfig& c, int64_t* out) {
   uint64_t h = 1469598103934665603ULL;  // FNV-1a of NODUS_ALGO
   for (char ch : c.algo) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
   out[0] = static_cast<int64_t>(h);
-  out[1] = c.sliceForced ? static_cast<int64_t>(c.sliceBytes) : 0;
+  out[1] = param::kChunkBytes.get();
   out[2] = c.roundSlices;
-  out[3] = static_cast<int64_t>(c.directMaxBytes);
-  out[4] = c.channelsForced ? c.channels : 0;
+  out[3] = std::max<int64_t>(-1, param::kDirectMaxBytes.get());  // every negative value: automatic
+  out[4] = param::kChannels.get();
 }
 
 uint64_t processToken() {

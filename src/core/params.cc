@@ -57,8 +57,8 @@ constexpr ParamInfo kParams[] = {
      "verbs: GID table index to use on RoCE; -1 chooses (RoCE v2 over v1, routable over link-local)."},
     {"NODUS_DIRECT_MAX_BYTES", ParamType::Int, "-1",
      "Largest AllReduce/Barrier (bytes per rank) the single-round direct algorithm may take when "
-     "no algorithm is forced, where its cost is the lowest; -1: 128 KiB where every rank has a core of "
-     "its own, 16 KiB where ranks share cores (measured here, 2 ranks: direct 1.2-1.37x the ring at "
+     "no algorithm is forced, where its cost is the lowest; -1 (any negative): 128 KiB where every rank "
+     "has a logical CPU of its own, 16 KiB where ranks share them (measured here, 2 ranks: direct 1.2-1.37x the ring at "
      "64-128 KiB, 0.72-0.84x from 256 KiB; 4 ranks on 2 cores: 0.27-0.77x halving-doubling at "
      "32-128 KiB)."},
     {"NODUS_TOPO_FILE", ParamType::String, "",

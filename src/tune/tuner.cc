@@ -240,7 +240,7 @@ Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpe
         at.sliceBytes = slice;
         at.channels = ch;
         const double t = a->cost(key, at, CostModel::of(at));
-        if (t < e.us * (1 - 1e-9)) e.us = t, e.sliceBytes = slice, e.channels = ch;
+        if (t < e.us * (1 - 1e-9)) e.us = t, e.sliceBytes = slice, e.channels = channelsFor(*a, key, at);
         if (!trySmaller || !a->slicesPriced || slice / 2 / 64 * 64 < std::max<uint64_t>(kMinSliceBytes, key.typeSize))
           break;
       }
