@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/copy.h"
 #include "kernels/reduce.h"
 
 
@@ -802,6 +803,36 @@ TEST(DataTypeNames, EveryTypeAndOpHasItsName) {
   for (int o = 0; o < nodusNumOps; ++o) EXPECT_STREQ(nodus::opName(nodusRedOp_t(o)), ops[o]);
   EXPECT_STREQ(nodus::opName(nodusNumOps), "?");
   EXPECT_STREQ(nodus::opName(nodusRedOp_t(7)), "?");
+}
+
+// ---- streamingCopy ---------------------------------------------------------------
+
+// Every length around the 16- and 64-byte blocks, from and to every
+// alignment: the bytes arrive, and nothing around the destination changes.
+TEST(StreamingCopy, CopiesEveryLengthAndAlignmentAndNothingElse) {
+  std::vector<unsigned char> src(600), dst(700);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 37 + 11);
+  for (size_t n : {0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 200, 511})
+    for (size_t from = 0; from < 17; ++from)
+      for (size_t to = 0; to < 33; ++to) {
+        std::fill(dst.begin(), dst.end(), 0xEE);
+        nodus::streamingCopy(dst.data() + 64 + to, src.data() + from, n);
+        for (size_t i = 0; i < dst.size(); ++i) {
+          const bool inside = i >= 64 + to && i < 64 + to + n;
+          const unsigned char want = inside ? src[from + i - 64 - to] : 0xEE;
+          ASSERT_EQ(dst[i], want) << "n " << n << " from +" << from << " to +" << to << " byte " << i;
+        }
+      }
+}
+
+TEST(StreamingCopy, CopiesALargeBuffer) {
+  std::vector<uint64_t> src(1 << 17), dst(1 << 17, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = i * 0x9E3779B97F4A7C15ull;
+  nodus::streamingCopy(dst.data(), src.data(), src.size() * sizeof(uint64_t));
+  EXPECT_EQ(dst, src);
+#if defined(__x86_64__)
+  EXPECT_TRUE(nodus::streamingCopyStreams());
+#endif
 }
 
 }  // namespace

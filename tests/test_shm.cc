@@ -120,6 +120,10 @@ const ShmSetting& ShmSettingAt(int which) {
       // part full.
       {"chunk12298", {{"NODUS_CHUNK_BYTES", "12298"}}, {}},
       {"tree", {{"NODUS_ALGO", "tree"}}, {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce}},
+      // Slices copied into the slots with streaming stores (NODUS_SHM_COPY),
+      // whole and of sizes that leave 16-byte blocks part full.
+      {"streaming", {{"NODUS_SHM_COPY", "streaming"}}, {}},
+      {"streaming_chunk12298", {{"NODUS_SHM_COPY", "streaming"}, {"NODUS_CHUNK_BYTES", "12298"}}, {}},
       {"halving_doubling", {{"NODUS_ALGO", "halving-doubling"}}, {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
       // Processes posing as hosts (NODUS_HOSTID): the topology-aware
       // algorithms run over shm between them.
@@ -155,7 +159,7 @@ TEST_P(ShmForced, ReducedMatrix) {
   RunForkedMatrix(n, seconds(240), cases, ForceShm);
 }
 
-INSTANTIATE_TEST_SUITE_P(Settings, ShmForced, ::testing::Range(0, 8),
+INSTANTIATE_TEST_SUITE_P(Settings, ShmForced, ::testing::Range(0, 10),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string(ShmSettingAt(info.param).name);
                          });

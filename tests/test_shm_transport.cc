@@ -22,6 +22,72 @@
 namespace nodus {
 namespace {
 
+// ---- CopyChooser: given copy times, which way a connection copies ----------
+
+// Feeds the chooser `copies` copies of `bytes` whose cost a byte is `cached`
+// or `streamed` ticks; returns how many streamed.
+uint64_t Feed(CopyChooser& c, uint64_t copies, size_t bytes, double cached, double streamed) {
+  uint64_t n = 0;
+  for (uint64_t i = 0; i < copies; ++i) {
+    const bool s = c.streamNext(bytes);
+    n += s;
+    if (c.times(bytes)) c.record(s, bytes, static_cast<uint64_t>((s ? streamed : cached) * static_cast<double>(bytes)));
+  }
+  return n;
+}
+
+TEST(CopyChooser, ForcedPoliciesNeverChange) {
+  CopyChooser cached(SlotCopy::Cached), streaming(SlotCopy::Streaming);
+  EXPECT_FALSE(cached.times(1 << 20));
+  EXPECT_EQ(Feed(cached, 100, 1 << 20, 10, 1), 0u);
+  EXPECT_EQ(Feed(streaming, 100, 64, 1, 10), 100u);  // even small copies, as asked
+}
+
+TEST(CopyChooser, SmallCopiesAreCachedAndNotTimed) {
+  CopyChooser c(SlotCopy::Auto);
+  EXPECT_FALSE(c.times(CopyChooser::kMinBytes - 1));
+  EXPECT_EQ(Feed(c, 1000, CopyChooser::kMinBytes - 1, 100, 1), 0u);
+  EXPECT_EQ(c.copies(false) + c.copies(true), 0u);
+}
+
+TEST(CopyChooser, StreamsWhereCachedCopiesCostSeveralTimesMore) {
+  const size_t b = 128 << 10;
+  CopyChooser c(SlotCopy::Auto);
+  // The warm-up alternates: half of its copies stream.
+  EXPECT_EQ(Feed(c, CopyChooser::kWarmup, b, 10, 1), CopyChooser::kWarmup / 2);
+  EXPECT_TRUE(c.streaming());
+  // From then on every copy streams but one probe per kProbeEvery.
+  EXPECT_EQ(Feed(c, 10 * CopyChooser::kProbeEvery, b, 10, 1), 10 * CopyChooser::kProbeEvery - 10);
+  EXPECT_NEAR(c.cachedCost() / c.streamedCost(), 10.0, 0.01);
+}
+
+TEST(CopyChooser, StaysCachedWhereStreamingGainsLittle) {
+  const size_t b = 128 << 10;
+  CopyChooser c(SlotCopy::Auto);
+  // Within one cache a cached copy costs the sender 1-3x a streamed one,
+  // and the streamed one costs the reader more: no switch.
+  Feed(c, CopyChooser::kWarmup, b, 2.5, 1);
+  EXPECT_FALSE(c.streaming());
+  EXPECT_EQ(Feed(c, 10 * CopyChooser::kProbeEvery, b, 2.5, 1), 10u);  // the probes only
+}
+
+TEST(CopyChooser, FollowsTheCoresWhenTheyMove) {
+  const size_t b = 128 << 10;
+  CopyChooser c(SlotCopy::Auto);
+  Feed(c, CopyChooser::kWarmup + 4 * CopyChooser::kProbeEvery, b, 1.2, 1);
+  EXPECT_FALSE(c.streaming());
+  // The peer moves to a core of another cache: the connection streams
+  // within a few copies (every cached one is timed).
+  Feed(c, 8, b, 9, 1);
+  EXPECT_TRUE(c.streaming());
+  // It moves back: the probes see cached copies cheap again, and the
+  // connection goes back to them after a few probes, not at once.
+  Feed(c, CopyChooser::kProbeEvery, b, 1.2, 1);
+  Feed(c, 4 * CopyChooser::kProbeEvery, b, 1.2, 1);
+  EXPECT_FALSE(c.streaming());
+  EXPECT_LT(c.cachedCost() / c.streamedCost(), CopyChooser::kCachedBelow);
+}
+
 // Both ends of a ring write its slot pages at init (prefaultRing): never its
 // header, which may already count slices when a late end gets there.
 TEST(SlotRing, PrefaultWritesTheSlotsAndLeavesTheHeader) {

@@ -55,4 +55,12 @@ size_t modelledSlotBytes(const Topology& topo) {
   return slotBytesFor(used);
 }
 
+Status parseSlotCopy(const std::string& text, SlotCopy* out) {
+  if (text == "auto") *out = SlotCopy::Auto;
+  else if (text == "cached") *out = SlotCopy::Cached;
+  else if (text == "streaming") *out = SlotCopy::Streaming;
+  else return makeError(nodusInvalidArgument, "NODUS_SHM_COPY=%s: expected auto, cached or streaming", text.c_str());
+  return Status::ok();
+}
+
 }  // namespace nodus

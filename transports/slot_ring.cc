@@ -9,6 +9,15 @@
 #include <cstring>
 #include <ctime>
 
+#include "core/log.h"
+#include "kernels/copy.h"
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#else
+#include <chrono>
+#endif
+
 namespace nodus {
 
 namespace {
@@ -16,7 +25,49 @@ constexpr size_t kPage = 4096;
 // In RingHeader::sizes: the slot holds the address of the bytes (postFrom).
 constexpr uint64_t kReference = uint64_t{1} << 63;
 size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// A cheap clock for timing copies: the TSC where there is one (constant
+// rate on the machines nodus runs on; both ways are timed in the same unit).
+uint64_t ticks() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
+}
 }  // namespace
+
+// ---- CopyChooser ---------------------------------------------------------------
+
+bool CopyChooser::streamNext(size_t bytes) {
+  switch (policy_) {
+    case SlotCopy::Cached:
+      return false;
+    case SlotCopy::Streaming:
+      return true;
+    case SlotCopy::Auto:
+      break;
+  }
+  if (bytes < kMinBytes) return false;
+  const uint64_t k = copies_++;
+  if (k < kWarmup) return (k & 1) != 0;
+  if (k % kProbeEvery == 0) return !streaming_;
+  return streaming_;
+}
+
+void CopyChooser::record(bool streamed, size_t bytes, uint64_t ticks) {
+  if (bytes == 0) return;
+  const int w = streamed ? 1 : 0;
+  const double perByte = static_cast<double>(ticks) / static_cast<double>(bytes);
+  // The way in use is timed on every copy and averages over 8; the other
+  // only on probes, so one probe moves it halfway.
+  const double weight = samples_[w] == 0 ? 1.0 : (w == (streaming_ ? 1 : 0) && copies_ > kWarmup ? 0.125 : 0.5);
+  cost_[w] += weight * (perByte - cost_[w]);
+  ++samples_[w];
+  if (samples_[0] == 0 || samples_[1] == 0 || copies_ < kWarmup) return;
+  if (!streaming_ && cost_[0] > kStreamAbove * cost_[1]) streaming_ = true;
+  else if (streaming_ && cost_[0] < kCachedBelow * cost_[1]) streaming_ = false;
+}
 
 // ---- Doorbell ------------------------------------------------------------------
 
@@ -55,13 +106,15 @@ size_t ringBytes(uint32_t slots, size_t slotBytes) {
   return roundUp(sizeof(RingHeader), kPage) + static_cast<size_t>(slots) * roundUp(slotBytes, 64);
 }
 
-RingSender::RingSender(void* mem, uint32_t slots, size_t slotBytes, Doorbell* receiverBell, bool sameProcess)
+RingSender::RingSender(void* mem, uint32_t slots, size_t slotBytes, Doorbell* receiverBell, bool sameProcess,
+                       SlotCopy copy)
     : hdr_(static_cast<RingHeader*>(mem)),
       data_(static_cast<std::byte*>(mem) + roundUp(sizeof(RingHeader), kPage)),
       slots_(slots),
       slotBytes_(roundUp(slotBytes, 64)),
       peer_(receiverBell),
-      sameProcess_(sameProcess) {
+      sameProcess_(sameProcess),
+      chooser_(copy) {
   head_ = hdr_->head.load(std::memory_order_relaxed);
   cachedTail_ = hdr_->tail.load(std::memory_order_acquire);
 }
@@ -79,6 +132,24 @@ void RingSender::post(size_t bytes) {
   ++head_;
   hdr_->head.store(head_, std::memory_order_release);
   peer_->ring();
+}
+
+RingSender::~RingSender() {
+  if (logPeer_ >= 0 && chooser_.copies(false) + chooser_.copies(true) > 0)
+    NODUS_INFO(logRank_, "shm to rank %d: slices of %zu KiB or more copied %llu times cached, %llu streamed (%s at the end; "
+               "a cached byte took %.1fx a streamed one)", logPeer_, CopyChooser::kMinBytes >> 10,
+               static_cast<unsigned long long>(chooser_.copies(false)),
+               static_cast<unsigned long long>(chooser_.copies(true)), chooser_.streaming() ? "streaming" : "cached",
+               chooser_.streamedCost() > 0 ? chooser_.cachedCost() / chooser_.streamedCost() : 0.0);
+}
+
+void RingSender::fill(std::byte* slot, const std::byte* src, size_t bytes) {
+  const bool stream = chooser_.streamNext(bytes);
+  const bool timed = chooser_.times(bytes);
+  const uint64_t t0 = timed ? ticks() : 0;
+  if (stream) streamingCopy(slot, src, bytes);
+  else memcpy(slot, src, bytes);
+  if (timed) chooser_.record(stream, bytes, ticks() - t0);
 }
 
 bool RingSender::postFrom(const std::byte* src, size_t bytes) {

@@ -34,6 +34,55 @@ size_t ringBytes(uint32_t slots, size_t slotBytes);
 // RingReceiver (the net transport's proxy, which keeps several in flight).
 std::byte* ringSlot(void* mem, size_t slotBytes, uint64_t index, uint32_t slots);
 
+// The per-connection choice of SlotCopy::Auto. Where sender and receiver
+// share a cache (cores of one L3), a slice copied with ordinary stores goes
+// from the sender's cache to the receiver's: the fastest way. Where they do
+// not (cores of two AMD CCDs or two sockets, or a VM whose vCPUs the host
+// moves between them), every line of a slot crosses between the caches
+// twice a round (the receiver reads it from the sender's cache; the sender
+// then takes it back to write it again), and streaming stores, which leave
+// the lines in memory, are 4-6x faster (2 processes on this project's VM,
+// 128 KiB-4 MiB through 8 slots of 128 KiB: 1.7-3.0 GB/s cached against
+// 7.4-13 streaming; 11-22 against 7-14 when the vCPUs share a cache).
+//
+// The sender times its own copies of slices of kMinBytes or more. A copy
+// that has to take the lines back from another cache is slow on the
+// sender's side already (10x a streamed copy between caches, 1-1.5x within
+// one), while a streamed copy costs the sender the same either way (it pays
+// at the reader); so the connection streams while its cached copies take
+// kStreamAbove times as long as its streamed ones a byte, and goes back
+// below kCachedBelow. It tries the other way every kProbeEvery copies, as
+// the host may move a vCPU at any time.
+class CopyChooser {
+ public:
+  static constexpr size_t kMinBytes = 32 << 10;
+  static constexpr double kStreamAbove = 4.0;
+  static constexpr double kCachedBelow = 3.0;
+  static constexpr uint64_t kWarmup = 8;  // copies, alternating, before the first choice
+  static constexpr uint64_t kProbeEvery = 128;
+
+  explicit CopyChooser(SlotCopy policy = SlotCopy::Cached) : policy_(policy) {}
+  // Whether the next copy of `bytes` bytes streams.
+  bool streamNext(size_t bytes);
+  // Whether that copy should be timed and record()ed.
+  bool times(size_t bytes) const { return policy_ == SlotCopy::Auto && bytes >= kMinBytes; }
+  // The time a copy took, in any unit the caller keeps to (streamed: what
+  // streamNext said for it).
+  void record(bool streamed, size_t bytes, uint64_t ticks);
+  bool streaming() const { return streaming_; }
+  // Time per byte of each way so far (0: not yet timed).
+  double cachedCost() const { return cost_[0]; }
+  double streamedCost() const { return cost_[1]; }
+  uint64_t copies(bool streamed) const { return samples_[streamed ? 1 : 0]; }
+
+ private:
+  SlotCopy policy_;
+  bool streaming_ = false;
+  uint64_t copies_ = 0;  // of kMinBytes or more
+  double cost_[2] = {0, 0};
+  uint64_t samples_[2] = {0, 0};
+};
+
 // `mem` points at ringBytes() bytes shared by both sides. Where both sides
 // are threads of one process (`sameProcess`, loopback), postFrom() puts the
 // address of the bytes in the slot and the receiver reads them from the
@@ -42,10 +91,19 @@ std::byte* ringSlot(void* mem, size_t slotBytes, uint64_t index, uint32_t slots)
 // shows in the loopback tests' results).
 class RingSender final : public SendConnection {
  public:
-  RingSender(void* mem, uint32_t slots, size_t slotBytes, Doorbell* receiverBell, bool sameProcess = false);
+  RingSender(void* mem, uint32_t slots, size_t slotBytes, Doorbell* receiverBell, bool sameProcess = false,
+             SlotCopy copy = SlotCopy::Cached);
+  ~RingSender() override;
   std::byte* tryAcquire() override;
   void post(size_t bytes) override;
   size_t slotBytes() const override { return slotBytes_; }
+  void fill(std::byte* slot, const std::byte* src, size_t bytes) override;
+  const CopyChooser& copyChooser() const { return chooser_; }
+  // Who this is, for the INFO line on what the CopyChooser did.
+  void describe(int rank, int peer) {
+    logRank_ = rank;
+    logPeer_ = peer;
+  }
   bool postFrom(const std::byte* src, size_t bytes) override;
   bool referencesDone() override;
   uint64_t posted() const { return head_; }  // slots posted so far (the next one's index)
@@ -60,6 +118,8 @@ class RingSender final : public SendConnection {
   uint64_t cachedTail_ = 0;  // last tail we read
   bool sameProcess_;
   uint64_t referenced_ = 0;  // slots up to the last postFrom
+  CopyChooser chooser_;
+  int logRank_ = -1, logPeer_ = -1;
 };
 
 class RingReceiver final : public RecvConnection {

@@ -11,7 +11,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -30,6 +32,9 @@ class SendConnection {
   // Publishes the acquired slot holding `bytes` bytes.
   virtual void post(size_t bytes) = 0;
   virtual size_t slotBytes() const = 0;
+  // Copies `bytes` bytes from `src` into the acquired slot `slot`; a
+  // transport may choose how (shm: past the cache where that is faster).
+  virtual void fill(std::byte* slot, const std::byte* src, size_t bytes) { memcpy(slot, src, bytes); }
   // Instead of filling the acquired slot, publishes `bytes` bytes at `src`,
   // this rank's memory, which the transport sends from directly (one copy
   // less: tcp hands the user's buffer to the kernel). The caller must leave
@@ -70,6 +75,13 @@ class RecvConnection {
 };
 
 // What a communicator tells a transport when it connects ranks.
+// How a sender copies slices into slots another process reads (shm):
+// cached (memcpy), streaming (kernels/copy.h's streamingCopy: past the
+// cache), or chosen per connection by timing both (slot_ring.h's
+// CopyChooser). NODUS_SHM_COPY.
+enum class SlotCopy { Cached, Streaming, Auto };
+Status parseSlotCopy(const std::string& text, SlotCopy* out);
+
 struct ConnectRequest {
   Bootstrap* bootstrap = nullptr;
   int rank = 0;
@@ -94,6 +106,7 @@ struct ConnectRequest {
   // by locality (verbs: the RDMA NIC nearest the rank).
   const NodeInfo* node = nullptr;
   int numa = -1;
+  SlotCopy shmCopy = SlotCopy::Auto;
 };
 
 // Per-rank result of connecting: connections indexed by peer rank (null for

@@ -44,6 +44,7 @@ Status CommConfig::fromEnvironment(CommConfig* c) {
   c->algo = param::kAlgo.get();
   c->transport = param::kTransport.get();
   NODUS_TRY(parseBindMode(param::kBind.get(), &c->bind));
+  NODUS_TRY(parseSlotCopy(param::kShmCopy.get(), &c->shmCopy));
   NODUS_TRY(AlgoSpec::parse(c->algo, &c->algoSpec));
   if (param::kChunkBytes.get() < 0) return makeError(nodusInvalidArgument, "NODUS_CHUNK_BYTES must not be negative");
   if (const int64_t ch = param::kChannels.get(); ch < 0 || ch > kMaxChannels)
@@ -428,6 +429,7 @@ Status Comm::init(InitOptions& opts) {
   req.timeoutMs = cfg_.timeoutMs;
   req.node = node;
   req.numa = me.numa;
+  req.shmCopy = cfg_.shmCopy;
   const auto at = std::find(topo_.ringOrder.begin(), topo_.ringOrder.end(), rank_);
   const int64_t pos = at - topo_.ringOrder.begin();
   req.ringPrev = topo_.ringOrder[static_cast<size_t>((pos + nranks_ - 1) % nranks_)];

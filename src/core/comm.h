@@ -40,6 +40,7 @@ struct CommConfig {
   std::string transport;
   uint64_t directMaxBytes = 0;
   BindMode bind = BindMode::Auto;  // NODUS_BIND
+  SlotCopy shmCopy = SlotCopy::Auto;  // NODUS_SHM_COPY
   static Status fromEnvironment(CommConfig* out);
 };
 

@@ -72,6 +72,10 @@ constexpr ParamInfo kParams[] = {
      "Which CPUs each process runs on: auto (an even share of the machine's cores each, only when "
      "nothing bound the processes, e.g. torchrun or mpirun --bind-to none, and there is a core per "
      "process), core (that share whatever the launcher did), numa (a NUMA node each) or none."},
+    {"NODUS_SHM_COPY", ParamType::String, "auto",
+     "How a rank copies a slice into the shared memory its peer reads: cached (memcpy), streaming "
+     "(non-temporal stores, past the cache) or auto (per connection, streaming while cached copies take "
+     "4x as long: the two cores share no cache, e.g. two CCDs or sockets)."},
     {"NODUS_HWLOC_XML", ParamType::String, "",
      "Read the node from this hwloc XML export instead of detecting it (emulates other machines)."},
     {"NODUS_CHUNK_BYTES", ParamType::Int, "0",
@@ -184,6 +188,7 @@ const StringParam kTorusDims{lookup("NODUS_TORUS_DIMS")};
 const StringParam kFatTree{lookup("NODUS_FATTREE")};
 const StringParam kBind{lookup("NODUS_BIND")};
 const StringParam kHwlocXml{lookup("NODUS_HWLOC_XML")};
+const StringParam kShmCopy{lookup("NODUS_SHM_COPY")};
 const IntParam kChunkBytes{lookup("NODUS_CHUNK_BYTES")};
 const IntParam kChannels{lookup("NODUS_CHANNELS")};
 }  // namespace param

@@ -189,7 +189,7 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
         referenced = true;
         if (std::find(t.referencing.begin(), t.referencing.end(), sc) == t.referencing.end()) t.referencing.push_back(sc);
       } else {
-        memcpy(out, from, bytes);
+        sc->fill(out, from, bytes);
       }
     };
     if (!whole) {
@@ -220,7 +220,7 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
         std::byte* dst = resolve(t, st.dst, off, ts);
         if (!placed) memcpy(dst, in, bytes);
         if (st.sendsStable) sendOut(dst);
-        else memcpy(out, placed ? dst : in, bytes);
+        else sc->fill(out, placed ? dst : in, bytes);
         break;
       }
       case Op::Copy: {

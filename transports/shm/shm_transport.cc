@@ -91,7 +91,9 @@ class ShmTransport final : public Transport {
       // and from this (receiving) rank, so that first-touch places them on
       // the receiver's NUMA node, where the slots are polled and read.
       if (peer == req.ringPrev) prefaultRing(inRing, ringSize_);
-      out.send[peer] = std::make_unique<RingSender>(outRing, req.slots, req.slotBytes, peerBell);
+      auto sender = std::make_unique<RingSender>(outRing, req.slots, req.slotBytes, peerBell, false, req.shmCopy);
+      sender->describe(req.rank, peer);
+      out.send[peer] = std::move(sender);
       out.recv[peer] = std::make_unique<RingReceiver>(inRing, req.slots, req.slotBytes, peerBell);
       out.peerDoorbells[peer] = peerBell;
       inbound_[peer] = static_cast<const RingHeader*>(inRing);
