@@ -5,10 +5,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <ctime>
 
+#include "core/dtype.h"
 #include "core/log.h"
 #include "kernels/copy.h"
 
@@ -114,7 +116,8 @@ RingSender::RingSender(void* mem, uint32_t slots, size_t slotBytes, Doorbell* re
       slotBytes_(roundUp(slotBytes, 64)),
       peer_(receiverBell),
       sameProcess_(sameProcess),
-      chooser_(copy) {
+      chooser_(copy),
+      reduceChooser_(copy) {
   head_ = hdr_->head.load(std::memory_order_relaxed);
   cachedTail_ = hdr_->tail.load(std::memory_order_acquire);
 }
@@ -135,12 +138,13 @@ void RingSender::post(size_t bytes) {
 }
 
 RingSender::~RingSender() {
-  if (logPeer_ >= 0 && chooser_.copies(false) + chooser_.copies(true) > 0)
-    NODUS_INFO(logRank_, "shm to rank %d: slices of %zu KiB or more copied %llu times cached, %llu streamed (%s at the end; "
-               "a cached byte took %.1fx a streamed one)", logPeer_, CopyChooser::kMinBytes >> 10,
-               static_cast<unsigned long long>(chooser_.copies(false)),
-               static_cast<unsigned long long>(chooser_.copies(true)), chooser_.streaming() ? "streaming" : "cached",
-               chooser_.streamedCost() > 0 ? chooser_.cachedCost() / chooser_.streamedCost() : 0.0);
+  if (logPeer_ < 0) return;
+  for (const auto& [what, c] : {std::pair{"copied", &chooser_}, std::pair{"reduced", &reduceChooser_}})
+    if (c->copies(false) + c->copies(true) > 0)
+      NODUS_INFO(logRank_, "shm to rank %d: slices of %zu KiB or more %s %llu times cached, %llu streamed (%s at the end; "
+                 "a cached byte took %.1fx a streamed one)", logPeer_, CopyChooser::kMinBytes >> 10, what,
+                 static_cast<unsigned long long>(c->copies(false)), static_cast<unsigned long long>(c->copies(true)),
+                 c->streaming() ? "streaming" : "cached", c->streamedCost() > 0 ? c->cachedCost() / c->streamedCost() : 0.0);
 }
 
 void RingSender::fill(std::byte* slot, const std::byte* src, size_t bytes) {
@@ -150,6 +154,27 @@ void RingSender::fill(std::byte* slot, const std::byte* src, size_t bytes) {
   if (stream) streamingCopy(slot, src, bytes);
   else memcpy(slot, src, bytes);
   if (timed) chooser_.record(stream, bytes, ticks() - t0);
+}
+
+void RingSender::fillReduced(std::byte* slot, const Reduction& r) {
+  const size_t ts = typeSize(r.type);
+  const size_t bytes = r.count * ts;
+  const bool stream = reduceChooser_.streamNext(bytes);
+  const bool timed = reduceChooser_.times(bytes);
+  const uint64_t t0 = timed ? ticks() : 0;
+  if (!stream) {
+    reduce(r.type, r.op, slot, r.a, r.b, r.count);
+  } else {
+    // 16 KiB: a whole number of elements of every type, and well inside L1.
+    constexpr size_t kChunk = 16 << 10;
+    alignas(64) std::byte stage[kChunk];
+    for (size_t off = 0; off < bytes; off += kChunk) {
+      const size_t n = std::min(kChunk, bytes - off);
+      reduce(r.type, r.op, stage, r.a + off, r.b + off, n / ts);
+      streamingCopy(slot + off, stage, n);
+    }
+  }
+  if (timed) reduceChooser_.record(stream, bytes, ticks() - t0);
 }
 
 bool RingSender::postFrom(const std::byte* src, size_t bytes) {

@@ -98,7 +98,12 @@ class RingSender final : public SendConnection {
   void post(size_t bytes) override;
   size_t slotBytes() const override { return slotBytes_; }
   void fill(std::byte* slot, const std::byte* src, size_t bytes) override;
+  // Streamed: reduced a chunk at a time into a buffer in this core's cache,
+  // and each chunk streamed into the slot (its own CopyChooser: a
+  // reduction costs more a byte than a copy either way).
+  void fillReduced(std::byte* slot, const Reduction& r) override;
   const CopyChooser& copyChooser() const { return chooser_; }
+  const CopyChooser& reduceChooser() const { return reduceChooser_; }
   // Who this is, for the INFO line on what the CopyChooser did.
   void describe(int rank, int peer) {
     logRank_ = rank;
@@ -119,6 +124,7 @@ class RingSender final : public SendConnection {
   bool sameProcess_;
   uint64_t referenced_ = 0;  // slots up to the last postFrom
   CopyChooser chooser_;
+  CopyChooser reduceChooser_;
   int logRank_ = -1, logPeer_ = -1;
 };
 

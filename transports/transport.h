@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/reduce.h"
 #include "transports/doorbell.h"
 
 namespace nodus {
@@ -35,6 +36,16 @@ class SendConnection {
   // Copies `bytes` bytes from `src` into the acquired slot `slot`; a
   // transport may choose how (shm: past the cache where that is faster).
   virtual void fill(std::byte* slot, const std::byte* src, size_t bytes) { memcpy(slot, src, bytes); }
+  // Writes a[i] (op) b[i], i < count, of `type` into the acquired slot, as
+  // fill() writes a copy.
+  struct Reduction {
+    nodusDataType_t type;
+    nodusRedOp_t op;
+    const std::byte* a;
+    const std::byte* b;
+    size_t count;
+  };
+  virtual void fillReduced(std::byte* slot, const Reduction& r) { reduce(r.type, r.op, slot, r.a, r.b, r.count); }
   // Instead of filling the acquired slot, publishes `bytes` bytes at `src`,
   // this rank's memory, which the transport sends from directly (one copy
   // less: tcp hands the user's buffer to the kernel). The caller must leave

@@ -206,7 +206,7 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
         else if (!placed) memcpy(resolve(t, st.dst, off, ts), in, bytes);
         break;
       case Op::RecvReduceSend:
-        reduce(t.type, op, out, in, resolve(t, st.src, off, ts), n);
+        sc->fillReduced(out, {t.type, op, in, resolve(t, st.src, off, ts), n});
         break;
       case Op::RecvReduceCopy:
       case Op::RecvReduceCopySend: {
