@@ -61,9 +61,8 @@ double cost(const PlanKey& k, const PlanContext&, const CostModel& m) {
   // alone prices 13.7 and beta + gamma 24.6 (the ring: 15.6 measured).
   // Every rank folds p-1 whole vectors at once: where ranks share cores,
   // they share that work too (4 ranks on 2 cores, 128 KiB: 130 us measured,
-  // 54 priced without the share, 93.6 with it).
-  const double share = m.topo != nullptr ? std::max(1.0, m.topo->coreShare) : 1.0;
-  return alpha + (p - 1) * bytes * std::max(m.betaUsPerByte, m.gammaUsPerByte) * share;
+  // 54 priced without the share, 93.6 with it): CostModel::busyShare.
+  return alpha + (p - 1) * bytes * std::max(m.betaUsPerByte, m.gammaUsPerByte) * m.busyShare;
 }
 
 }  // namespace

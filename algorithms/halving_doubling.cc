@@ -237,7 +237,12 @@ double bruckPacing(int p, int d, uint64_t blockBytes, const PlanContext& ctx) {
   return static_cast<double>(worst) / static_cast<double>(whole);
 }
 
-double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
+double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& model) {
+  // Every rank works at once: its local passes and reductions pay the
+  // host's busyShare (concurrentBeta and busyBetaBetween its copies).
+  CostModel m = model;
+  m.passUsPerByte *= m.busyShare;
+  m.gammaUsPerByte *= m.busyShare;
   const Fold f(k.nranks);
   const double bytes = static_cast<double>(k.count) * k.typeSize;
   const double frac = (f.pp - 1.0) / f.pp;
@@ -288,7 +293,7 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
         // Both stretch a step, the busiest link and the uneven rounds, and the
         // slower of the two sets its pace (nodus-sim: their product
         // over-priced 4x4x4 to 8x8x8 tori by 20-27% from 16 MiB).
-        const double pacedBeta = (m.passUsPerByte + m.betaBetween(0, (k.nranks - d) % k.nranks)) * paced;
+        const double pacedBeta = (m.passUsPerByte + m.busyBetaBetween(0, (k.nranks - d) % k.nranks)) * paced;
         bruck += sliceRounds(moved, ctx.roundBytes()) * m.alphaBetween(0, d) + moved * std::max(beta, pacedBeta);
       }
       return bruck;

@@ -156,7 +156,7 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
       const int ha = m.topo->hostOf[static_cast<size_t>(a)], hb = m.topo->hostOf[static_cast<size_t>(b)];
       for (uint32_t j = 0; j < channels; ++j) flows.emplace_back(j % 2 ? hb : ha, j % 2 ? ha : hb);
     } else {
-      beta = std::max(beta, m.betaBetween(a, b));
+      beta = std::max(beta, m.busyBetaBetween(a, b));
     }
   }
   if (!flows.empty()) beta = std::max(beta, m.interBetaUsPerByte * m.topo->maxLinkLoad(flows) / channels);
@@ -165,7 +165,8 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double chain = (p - 1) / p * hops + (channels - 1) * (p - 1) * m.intraSliceUs;
   // The channels' chains walk side by side: a round moves a slice of each.
   const double stepBytes = passData / p / channels;
-  return passes * pipelinedPass(chain, (p - 1) / p * passData * beta, stepBytes, ctx) + reduced * m.gammaUsPerByte;
+  return passes * pipelinedPass(chain, (p - 1) / p * passData * beta, stepBytes, ctx) +
+         reduced * m.gammaUsPerByte * m.busyShare;
 }
 
 }  // namespace

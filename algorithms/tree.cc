@@ -236,7 +236,7 @@ double treeBeta(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   for (int t = 0; t < 2; ++t)
     for (int pos = 0; pos < k.nranks; ++pos) {
       const TreeNode n = dt.node(t, pos);
-      if (n.parent >= 0) beta = std::max(beta, m.betaBetween(dt.order[static_cast<size_t>(pos)], n.parent));
+      if (n.parent >= 0) beta = std::max(beta, m.busyBetaBetween(dt.order[static_cast<size_t>(pos)], n.parent));
     }
   return beta > 0 ? beta : m.betaUsPerByte;
 }
@@ -313,7 +313,7 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
                             (levelSlices + 1) / 4;
     us = rounds * (1.9 * path + perLevel * depth * round * beta);
   }
-  return us + (k.coll == Collective::Broadcast ? 0.0 : bytes * m.gammaUsPerByte);
+  return us + (k.coll == Collective::Broadcast ? 0.0 : bytes * m.gammaUsPerByte * m.busyShare);
 }
 
 }  // namespace

@@ -28,11 +28,21 @@ CostModel CostModel::of(const PlanContext& ctx) {
   m.intraSliceUs = 0.6;
   const Topology* t = ctx.topo;
   if (t != nullptr && t->oversubscribed) {
-    // Every hand-off between ranks of a machine is a futex wake and a
-    // context switch (7 us and more here), not a polled flag.
-    m.intraAlphaUs = 15.0;
+    // No rank polls: a hand-off is a yield to the rank that waits or a
+    // futex wake. nodus-perf -a all --rounds 3 on 2 cores (AllGather and
+    // AllReduce, 4 KiB-4 MiB, best of two runs): the ring's steps and
+    // halving-doubling's rounds cost 2.0-3.3 us each on 4 and 8 ranks (8 B
+    // AllReduce on 4 ranks: ring 8.8 us for 6 steps, halving-doubling 9.1
+    // for 4). The 15 us this was before priced the ring AllGather 2x over
+    // measurement at 32-128 KiB and handed those sizes to Bruck (pick/best
+    // 0.30-0.77).
+    m.intraAlphaUs = 2.5;
     // 4 ranks on 2 cores, measured as above: 2.6-3.8 us per extra slice.
     m.intraSliceUs = 3.0;
+    // Ranks that share a core share its copies and reductions where they
+    // all work at once (busyShare): the ring AllGather moved 6.2 GB/s a
+    // rank on 4 ranks and 1.6 on 8 (4 MiB), 10 with a core each.
+    m.busyShare = std::max(1.0, t->coreShare);
   }
   // The 10 GB/s above already pays the per-slice work of 128 KiB slices.
   m.intraLinkBetaUsPerByte = m.intraBetaUsPerByte;
@@ -89,6 +99,11 @@ double CostModel::streamAlphaBetween(int a, int b) const {
 double CostModel::betaBetween(int a, int b) const {
   if (topo == nullptr || a == b) return betaUsPerByte;
   return topo->hops(a, b) == 0 ? intraBetaUsPerByte : interBetaUsPerByte;
+}
+
+double CostModel::busyBetaBetween(int a, int b) const {
+  if (topo == nullptr || a == b) return betaUsPerByte * busyShare;
+  return topo->hops(a, b) == 0 ? intraBetaUsPerByte * busyShare : interBetaUsPerByte;
 }
 
 bool CostModel::crossesLeaf(int a, int b) const {
