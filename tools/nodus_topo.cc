@@ -170,6 +170,12 @@ int run(const Options& o) {
     fprintf(stderr, "nodus-topo: %s\n", s.message().c_str());
     return 1;
   }
+  // As a job would price it: more ranks on a host than this node's logical
+  // CPUs share them (the runtime counts the CPUs the ranks may use).
+  if (node.pus > 0 && local > node.pus) {
+    topo.oversubscribed = true;
+    topo.coreShare = static_cast<double>(local) / node.pus;
+  }
   AlgoSpec spec;
   s = AlgoSpec::parse(param::kAlgo.get(), &spec);
   if (!s.isOk()) {

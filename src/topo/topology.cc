@@ -132,6 +132,7 @@ std::string Topology::describe() const {
   o << "fabric: " << fabric.describe() << "\n";
   o << nranks << " rank(s) on " << hosts.size() << " host(s)";
   if (int l = ranksPerHost()) o << ", " << l << " per host";
+  if (oversubscribed) o << ", " << coreShare << " per logical CPU (oversubscribed: no rank polls)";
   o << "\n";
   for (size_t h = 0; h < hosts.size(); ++h) {
     o << "  " << hosts[h];

@@ -35,6 +35,13 @@ NODUS_FATTREE=4x2:4x1 "$topo" --ranks-per-host 2 --dot "$work/f.dot" --svg "$wor
 grep -q "leaf1 -- spine0" "$work/f.dot" || fail "fat-tree graph lacks its switches"
 grep -q "<svg" "$work/f.svg" || fail "no SVG drawn"
 
+# More ranks than the node's logical CPUs: priced as the job would run
+# (no polling, ranks sharing cores), where the ring takes large AllGathers.
+here=$(cd "$(dirname "$0")/.." && pwd)
+NODUS_HWLOC_XML=$here/topo/one-core-vm.xml "$topo" --ranks-per-host 4 -b 1M -e 1M > "$work/over.txt"
+grep -q "4 per logical CPU (oversubscribed" "$work/over.txt" || fail "4 ranks on a 1-core node not oversubscribed: $(cat "$work/over.txt")"
+grep -Eq "AllGather +1048576 +ring" "$work/over.txt" || fail "oversubscribed 1 MiB AllGather not on the ring"
+
 printf 'fabric: torus\ndims: [2, 0]\n' > "$work/bad.yaml"
 if NODUS_TOPO_FILE=$work/bad.yaml "$topo" > /dev/null 2> "$work/err.txt"; then fail "a bad file was accepted"; fi
 grep -q "bad.yaml:2: field 'dims': must be at least 1" "$work/err.txt" || fail "unclear error: $(cat "$work/err.txt")"
