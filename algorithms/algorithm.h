@@ -47,9 +47,9 @@ struct PlanContext {
 // 16 KiB where ranks share cores. Measured on 2 ranks (nodus-perf -a all
 // --rounds 5), direct is 1.2-1.37x the ring at 64-128 KiB and 0.72-0.84x at
 // 256 KiB and more; on 4 ranks sharing 2 cores it is 0.27-0.77x the
-// halving-doubling at 32-128 KiB, which the model, whose oversubscribed
-// prices of the ring and halving-doubling are latency-bound (4 ranks,
-// 128 KiB: 201 and 211 us priced, 45 and 35 measured), cannot tell.
+// halving-doubling at 32-128 KiB, and on 8 such ranks its latency (33-36 us
+// at 8 B, every rank waiting on 7 peers that share 2 cores) is not in its
+// formula, so the model cannot tell where it stops paying there.
 constexpr uint64_t kDirectMaxAuto = UINT64_MAX;
 uint64_t directMaxFor(const PlanContext& ctx);
 
@@ -94,7 +94,8 @@ struct CostModel {
   double streamHandoffUs = 0.5;
   // How much slower a rank copies and reduces when every rank of its host
   // does at once (a ring pass, a halving-doubling or Bruck exchange, direct,
-  // a tree's levels): the ranks per core of an oversubscribed host, else 1.
+  // a tree's levels, the torus and hierarchical algorithms' host axes): the
+  // ranks per core of an oversubscribed host, else 1.
   // A chain keeps two ranks busy at a time and does not pay it (8 ranks on
   // 2 cores, 128 KiB Broadcast: chain 62 us, 7 hops of 8.9; tree 143, 3
   // levels of 48).

@@ -64,11 +64,13 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   double hopSum = 0;
   for (size_t i = 0; i < hostRing.size(); ++i) hopSum += m.alphaBetween(hostRing[i], hostRing[(i + 1) % hostRing.size()]);
   const double interAlpha = hopSum / static_cast<double>(hostRing.size());
-  const std::vector<DimCost> links = {{m.intraAlphaUs, m.intraBetaUsPerByte, /*directional=*/false},
+  // Every rank of a host copies and reduces at once (CostModel::busyShare).
+  const double intraBeta = m.intraBetaUsPerByte * m.busyShare;
+  const std::vector<DimCost> links = {{m.intraAlphaUs, intraBeta, /*directional=*/false},
                                       {interAlpha, m.interBetaUsPerByte * local, /*directional=*/torus}};
   return dimensionWiseCost(static_cast<double>(k.count) * k.typeSize,
-                           {local, static_cast<int>(r[1].ranks.size())}, streams(), links, m.gammaUsPerByte,
-                           ctx, m.intraBetaUsPerByte);
+                           {local, static_cast<int>(r[1].ranks.size())}, streams(), links,
+                           m.gammaUsPerByte * m.busyShare, ctx, intraBeta);
 }
 
 }  // namespace

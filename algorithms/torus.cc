@@ -76,7 +76,7 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   for (size_t d = 0; d < t.grid.dims.size(); ++d) {
     if (t.grid.intraHost[d]) {
       // Shared memory: a rank's copies in both directions compete.
-      links.push_back({m.intraAlphaUs, m.intraBetaUsPerByte, /*directional=*/false});
+      links.push_back({m.intraAlphaUs, m.intraBetaUsPerByte * m.busyShare, /*directional=*/false});
     } else {
       // Without wrap-around a ring's closing hop runs back along the line:
       // every link then carries two of the ring's flows.
@@ -86,8 +86,9 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   }
   // Several ranks per host: each rank's every byte, on a host axis too,
   // goes through its shared-memory copies first.
-  return dimensionWiseCost(static_cast<double>(k.count) * k.typeSize, t.grid.dims, t.streams, links, m.gammaUsPerByte,
-                           ctx, local > 1 ? m.intraBetaUsPerByte : 0.0);
+  // Every rank copies and reduces at once (CostModel::busyShare).
+  return dimensionWiseCost(static_cast<double>(k.count) * k.typeSize, t.grid.dims, t.streams, links,
+                           m.gammaUsPerByte * m.busyShare, ctx, local > 1 ? m.intraBetaUsPerByte * m.busyShare : 0.0);
 }
 
 }  // namespace

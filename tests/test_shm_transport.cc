@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/bootstrap.h"
+#include "kernels/copy.h"
 #include "transports/doorbell.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/slot_ring.h"
@@ -88,6 +89,29 @@ TEST(CopyChooser, FollowsTheCoresWhenTheyMove) {
   EXPECT_LT(c.cachedCost() / c.streamedCost(), CopyChooser::kCachedBelow);
 }
 
+TEST(CopyChooser, OneOutlierDoesNotFlipTheChoice) {
+  const size_t b = 128 << 10;
+  CopyChooser c(SlotCopy::Auto);
+  Feed(c, CopyChooser::kWarmup + 16, b, 1.2, 1);
+  ASSERT_FALSE(c.streaming());
+  // A clock that stepped back (the difference wraps) and a copy preempted
+  // for milliseconds: each counts as kOutlier times the average at most.
+  for (uint64_t ticks : {~uint64_t{0} - 5, uint64_t{3000} * b}) {
+    ASSERT_FALSE(c.streamNext(b));
+    c.record(false, b, ticks);
+    EXPECT_FALSE(c.streaming());
+    Feed(c, 64, b, 1.2, 1);
+  }
+  EXPECT_LT(c.cachedCost(), 1.3);
+  // Slow copies that go on are no outliers: the connection streams.
+  Feed(c, 4, b, 12, 1);
+  EXPECT_TRUE(c.streaming());
+}
+
+TEST(CopyChooser, AutoCopiesCachedWhereNothingStreams) {
+  EXPECT_EQ(CopyChooser(SlotCopy::Auto).policy(), streamingCopyStreams() ? SlotCopy::Auto : SlotCopy::Cached);
+}
+
 // Both ends of a ring write its slot pages at init (prefaultRing): never its
 // header, which may already count slices when a late end gets there.
 TEST(SlotRing, PrefaultWritesTheSlotsAndLeavesTheHeader) {
@@ -132,7 +156,7 @@ using std::chrono::seconds;
 constexpr char kLastWords[] = "the last slot of a rank that exits";
 
 Status connectPair(int rank, const nodusUniqueId& id, Doorbell* bell, std::unique_ptr<Bootstrap>* boot,
-                   std::unique_ptr<Transport>* shm, Connections* conns) {
+                   std::unique_ptr<Transport>* shm, Connections* conns, SlotCopy copy = SlotCopy::Auto) {
   NODUS_TRY(socketBootstrap(id, rank, 2, seconds(20), boot));
   *shm = makeShmTransport();
   ConnectRequest req;
@@ -146,6 +170,7 @@ Status connectPair(int rank, const nodusUniqueId& id, Doorbell* bell, std::uniqu
   req.ringNext = 1 - rank;  // both ends of both rings written at init
   req.bell = bell;
   req.timeoutMs = 20000;
+  req.shmCopy = copy;
   return (*shm)->connect(req, *conns);
 }
 
@@ -179,11 +204,16 @@ TEST(ShmTransport, APeerThatExitedIsDeadOnlyOnceItsPostedSlotsAreRead) {
   std::unique_ptr<Bootstrap> boot;
   std::unique_ptr<Transport> shm;
   Connections conns;
-  const Status connected = connectPair(0, id, &bell, &boot, &shm, &conns);
+  const Status connected = connectPair(0, id, &bell, &boot, &shm, &conns, SlotCopy::Streaming);
   if (!connected.isOk()) kill(child, SIGKILL);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);  // reaped: kill(pid, 0) now says ESRCH
   ASSERT_TRUE(connected.isOk()) << connected.message();
+  // The request's NODUS_SHM_COPY reaches the sending end.
+  auto* sender = dynamic_cast<RingSender*>(conns.send[1].get());
+  ASSERT_NE(sender, nullptr);
+  EXPECT_EQ(sender->copyChooser().policy(), SlotCopy::Streaming);
+  EXPECT_EQ(sender->reduceChooser().policy(), SlotCopy::Streaming);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
 
   // Its last slot is unread: not a failure yet.

@@ -41,6 +41,10 @@ uint64_t ticks() {
 
 // ---- CopyChooser ---------------------------------------------------------------
 
+// Auto where streamingCopy cannot stream would time memcpy against itself.
+CopyChooser::CopyChooser(SlotCopy policy)
+    : policy_(policy == SlotCopy::Auto && !streamingCopyStreams() ? SlotCopy::Cached : policy) {}
+
 bool CopyChooser::streamNext(size_t bytes) {
   switch (policy_) {
     case SlotCopy::Cached:
@@ -60,7 +64,8 @@ bool CopyChooser::streamNext(size_t bytes) {
 void CopyChooser::record(bool streamed, size_t bytes, uint64_t ticks) {
   if (bytes == 0) return;
   const int w = streamed ? 1 : 0;
-  const double perByte = static_cast<double>(ticks) / static_cast<double>(bytes);
+  double perByte = static_cast<double>(ticks) / static_cast<double>(bytes);
+  if (samples_[w] > 0) perByte = std::min(perByte, kOutlier * cost_[w]);
   // The way in use is timed on every copy and averages over 8; the other
   // only on probes, so one probe moves it halfway.
   const double weight = samples_[w] == 0 ? 1.0 : (w == (streaming_ ? 1 : 0) && copies_ > kWarmup ? 0.125 : 0.5);
@@ -147,24 +152,32 @@ RingSender::~RingSender() {
                  c->streaming() ? "streaming" : "cached", c->streamedCost() > 0 ? c->cachedCost() / c->streamedCost() : 0.0);
 }
 
-void RingSender::fill(std::byte* slot, const std::byte* src, size_t bytes) {
-  const bool stream = chooser_.streamNext(bytes);
-  const bool timed = chooser_.times(bytes);
+// Copies with `write(stream)` the way `chooser` picks for `bytes`, timing it
+// where the chooser learns from it.
+template <typename Write>
+void chosenWrite(CopyChooser& chooser, size_t bytes, Write write) {
+  const bool stream = chooser.streamNext(bytes);
+  const bool timed = chooser.times(bytes);
   const uint64_t t0 = timed ? ticks() : 0;
-  if (stream) streamingCopy(slot, src, bytes);
-  else memcpy(slot, src, bytes);
-  if (timed) chooser_.record(stream, bytes, ticks() - t0);
+  write(stream);
+  if (timed) chooser.record(stream, bytes, ticks() - t0);
+}
+
+void RingSender::fill(std::byte* slot, const std::byte* src, size_t bytes) {
+  chosenWrite(chooser_, bytes, [&](bool stream) {
+    if (stream) streamingCopy(slot, src, bytes);
+    else memcpy(slot, src, bytes);
+  });
 }
 
 void RingSender::fillReduced(std::byte* slot, const Reduction& r) {
   const size_t ts = typeSize(r.type);
   const size_t bytes = r.count * ts;
-  const bool stream = reduceChooser_.streamNext(bytes);
-  const bool timed = reduceChooser_.times(bytes);
-  const uint64_t t0 = timed ? ticks() : 0;
-  if (!stream) {
-    reduce(r.type, r.op, slot, r.a, r.b, r.count);
-  } else {
+  chosenWrite(reduceChooser_, bytes, [&](bool stream) {
+    if (!stream) {
+      reduce(r.type, r.op, slot, r.a, r.b, r.count);
+      return;
+    }
     // 16 KiB: a whole number of elements of every type, and well inside L1.
     constexpr size_t kChunk = 16 << 10;
     alignas(64) std::byte stage[kChunk];
@@ -173,8 +186,7 @@ void RingSender::fillReduced(std::byte* slot, const Reduction& r) {
       reduce(r.type, r.op, stage, r.a + off, r.b + off, n / ts);
       streamingCopy(slot + off, stage, n);
     }
-  }
-  if (timed) reduceChooser_.record(stream, bytes, ticks() - t0);
+  });
 }
 
 bool RingSender::postFrom(const std::byte* src, size_t bytes) {

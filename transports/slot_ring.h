@@ -61,16 +61,22 @@ class CopyChooser {
   static constexpr uint64_t kWarmup = 8;  // copies, alternating, before the first choice
   static constexpr uint64_t kProbeEvery = 128;
 
-  explicit CopyChooser(SlotCopy policy = SlotCopy::Cached) : policy_(policy) {}
+  explicit CopyChooser(SlotCopy policy = SlotCopy::Cached);
+  SlotCopy policy() const { return policy_; }
   // Whether the next copy of `bytes` bytes streams.
   bool streamNext(size_t bytes);
   // Whether that copy should be timed and record()ed.
   bool times(size_t bytes) const { return policy_ == SlotCopy::Auto && bytes >= kMinBytes; }
   // The time a copy took, in any unit the caller keeps to (streamed: what
-  // streamNext said for it).
+  // streamNext said for it). A sample over kOutlier times that way's
+  // average so far (a preempted copy, a clock that stepped back when the
+  // vCPU moved) counts as kOutlier times it: one sample cannot flip the
+  // choice, several in a row can.
   void record(bool streamed, size_t bytes, uint64_t ticks);
+  static constexpr double kOutlier = 16.0;
   bool streaming() const { return streaming_; }
-  // Time per byte of each way so far (0: not yet timed).
+  // Time per byte of each way so far (0: not yet timed), and how many
+  // copies of each way were timed.
   double cachedCost() const { return cost_[0]; }
   double streamedCost() const { return cost_[1]; }
   uint64_t copies(bool streamed) const { return samples_[streamed ? 1 : 0]; }

@@ -102,8 +102,8 @@ double CostModel::betaBetween(int a, int b) const {
 }
 
 double CostModel::busyBetaBetween(int a, int b) const {
-  if (topo == nullptr || a == b) return betaUsPerByte * busyShare;
-  return topo->hops(a, b) == 0 ? intraBetaUsPerByte * busyShare : interBetaUsPerByte;
+  const bool intra = topo == nullptr || a == b || topo->hops(a, b) == 0;
+  return betaBetween(a, b) * (intra ? busyShare : 1.0);
 }
 
 bool CostModel::crossesLeaf(int a, int b) const {
