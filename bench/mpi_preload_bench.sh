@@ -93,8 +93,11 @@ best() {  # name -> "coll,place,size time busbw wrong" lines
 }
 # The median over rounds of each round's own ratio: a plain run and the
 # preloaded run after it see the same state of the machine (this one flips
-# between a fast and a slow mode, about 2x, within minutes), which the best
-# times of either side, taken from different rounds, do not.
+# between a fast and a slow mode within minutes: the host runs the two vCPUs
+# on one CCD or on two, 0.17 or 0.5 us core to core), which the best times
+# of either side, taken from different rounds, do not. Separate processes
+# can still sit in different modes: nodus-perf --baseline mpi times both
+# libraries in one process.
 paired() {  # name -> "coll,place,size median-ratio" lines
   awk -F, -v name="$1" 'FNR == 1 {
       f = FILENAME; sub(/.*\//, "", f); side = f; sub(/\..*/, "", side); round = substr(f, length(side) + 2)
