@@ -87,13 +87,14 @@ void copySplit(const Task& t, std::byte* to, const Range& dst, const std::byte* 
 }
 
 // One slice of a step of a list AllGather: only moves, no reductions.
-Status stepSplit(const Task& t, const Step& st, uint64_t off, uint64_t n, size_t ts, const std::byte* in, std::byte* out) {
+Status stepSplit(const Task& t, const Step& st, uint64_t off, uint64_t n, size_t ts, const std::byte* in, std::byte* out,
+                 SendConnection* sc) {
   switch (st.op) {
     case Op::Send: copySplit(t, out, {}, nullptr, st.src, off, n, ts); return Status::ok();
     case Op::Recv: copySplit(t, nullptr, st.dst, in, {}, off, n, ts); return Status::ok();
     case Op::RecvCopySend:
       copySplit(t, nullptr, st.dst, in, {}, off, n, ts);
-      memcpy(out, in, n * ts);
+      sc->fill(out, in, n * ts);
       return Status::ok();
     case Op::Copy: copySplit(t, nullptr, st.dst, nullptr, st.src, off, n, ts); return Status::ok();
     default:
@@ -193,7 +194,7 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
       }
     };
     if (!whole) {
-      if (Status s = stepSplit(t, st, off, n, ts, in, out); !s.isOk()) {
+      if (Status s = stepSplit(t, st, off, n, ts, in, out, sc); !s.isOk()) {
         *err = std::move(s);
         return moved;
       }
