@@ -122,7 +122,7 @@ TEST(Parameters, ImpossibleValuesAreRejectedAtInit) {
     const char* value;
   } cases[] = {{"NODUS_SLOTS", "1"}, {"NODUS_SLOTS", "65"}, {"NODUS_SLOT_BYTES", "8"},
                {"NODUS_TIMEOUT_MS", "0"}, {"NODUS_ALGO", "nosuch"}, {"NODUS_TRANSPORT", "carrier-pigeon"},
-               {"NODUS_CHANNELS", "17"}, {"NODUS_CHANNELS", "-1"}, {"NODUS_SHM_COPY", "fast"}};
+               {"NODUS_CHANNELS", "17"}, {"NODUS_CHANNELS", "-1"}, {"NODUS_SHM_COPY", "fast"}, {"NODUS_SHM_CMA", "2"}};
   for (const Case& c : cases) {
     setenv(c.name, c.value, 1);
     nodusComm_t comms[2] = {nullptr, nullptr};

@@ -166,7 +166,32 @@ TEST(StableSends, OnlyRangesNothingWritesAfterTheSendAreMarked) {
       if (!opSends(st.op)) continue;
       EXPECT_TRUE(st.sendsStable) << describe(ring);
     }
+    // ... and lets peer processes read them from there (shm's process_vm_readv).
+    EXPECT_TRUE(ring.referencesAcross);
   }
+  // Only AllGather's sends go by reference to other processes: AllReduce's
+  // receives reduce; a Broadcast's ranks (its root, a chain's forwarders)
+  // copied faster through the slots.
+  for (Collective c : {Collective::AllReduce, Collective::Broadcast, Collective::ReduceScatter}) {
+    Plan ring;
+    ring.key = PlanKey{c, 3, 1, 3000, 4, 0, false};
+    PlanContext ctx;
+    ctx.sliceBytes = 1024;
+    ctx.slots = 8;
+    ASSERT_TRUE(findAlgorithm(c == Collective::Broadcast ? "chain" : "ring")->build(ring.key, ctx, ring).isOk());
+    markStableSends(ring);
+    EXPECT_FALSE(ring.referencesAcross) << collectiveName(c);
+  }
+  // An AllGather rank with nothing to copy or receive (one rank, in place)
+  // has nothing to save.
+  Plan alone;
+  alone.key = PlanKey{Collective::AllGather, 1, 0, 8, 4, 0, true};
+  alone.steps = {step(Op::Copy, {Buf::Send, 0}, {Buf::Recv, 0}, 8)};
+  markStableSends(alone);
+  EXPECT_FALSE(alone.referencesAcross);
+  alone.key.inPlace = false;
+  markStableSends(alone);
+  EXPECT_TRUE(alone.referencesAcross);
 }
 
 // Every rank count 1..64, split so ctest runs the parts in parallel. Up to 16

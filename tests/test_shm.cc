@@ -124,6 +124,9 @@ const ShmSetting& ShmSettingAt(int which) {
       // whole and of sizes that leave 16-byte blocks part full.
       {"streaming", {{"NODUS_SHM_COPY", "streaming"}}, {}},
       {"streaming_chunk12298", {{"NODUS_SHM_COPY", "streaming"}, {"NODUS_CHUNK_BYTES", "12298"}}, {}},
+      // Every slice through the slots: what a rank sends from a user
+      // buffer is otherwise read from there by the peer (process_vm_readv).
+      {"no_cma", {{"NODUS_SHM_CMA", "0"}}, {}},
       {"halving_doubling", {{"NODUS_ALGO", "halving-doubling"}}, {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter}},
       // Processes posing as hosts (NODUS_HOSTID): the topology-aware
       // algorithms run over shm between them.
@@ -159,7 +162,7 @@ TEST_P(ShmForced, ReducedMatrix) {
   RunForkedMatrix(n, seconds(240), cases, ForceShm);
 }
 
-INSTANTIATE_TEST_SUITE_P(Settings, ShmForced, ::testing::Range(0, 10),
+INSTANTIATE_TEST_SUITE_P(Settings, ShmForced, ::testing::Range(0, 11),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string(ShmSettingAt(info.param).name);
                          });

@@ -156,7 +156,8 @@ using std::chrono::seconds;
 constexpr char kLastWords[] = "the last slot of a rank that exits";
 
 Status connectPair(int rank, const nodusUniqueId& id, Doorbell* bell, std::unique_ptr<Bootstrap>* boot,
-                   std::unique_ptr<Transport>* shm, Connections* conns, SlotCopy copy = SlotCopy::Auto) {
+                   std::unique_ptr<Transport>* shm, Connections* conns, SlotCopy copy = SlotCopy::Auto,
+                   bool cma = true) {
   NODUS_TRY(socketBootstrap(id, rank, 2, seconds(20), boot));
   *shm = makeShmTransport();
   ConnectRequest req;
@@ -164,13 +165,14 @@ Status connectPair(int rank, const nodusUniqueId& id, Doorbell* bell, std::uniqu
   req.rank = rank;
   req.nranks = 2;
   req.peers = {1 - rank};
-  req.slotBytes = 4096;
+  req.slotBytes = kMinCrossReferenceBytes;
   req.slots = 4;
   req.ringPrev = 1 - rank;
   req.ringNext = 1 - rank;  // both ends of both rings written at init
   req.bell = bell;
   req.timeoutMs = 20000;
   req.shmCopy = copy;
+  req.shmCma = cma;
   return (*shm)->connect(req, *conns);
 }
 
@@ -231,6 +233,175 @@ TEST(ShmTransport, APeerThatExitedIsDeadOnlyOnceItsPostedSlotsAreRead) {
   EXPECT_EQ(afterRead.code(), nodusRemoteError);
   EXPECT_NE(afterRead.message().find("died"), std::string::npos) << afterRead.message();
   EXPECT_NE(afterRead.message().find(std::to_string(child)), std::string::npos) << afterRead.message();
+}
+
+// ---- Slices by reference across processes (process_vm_readv) ---------------
+
+TEST(CrossRead, TheProbeReadsOnlyWhatItExpects) {
+  static const volatile uint64_t word = 0x1234567890abcdefULL;
+  const auto addr = reinterpret_cast<uintptr_t>(&word);
+  EXPECT_EQ(readAcrossProbe(getpid(), addr, word), 0);
+  EXPECT_EQ(readAcrossProbe(getpid(), addr, word + 1), EILSEQ);
+  EXPECT_EQ(readAcrossProbe(getpid(), 0, word), EINVAL);
+  const pid_t gone = fork();
+  ASSERT_GE(gone, 0);
+  if (gone == 0) _exit(0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+  EXPECT_EQ(readAcrossProbe(gone, addr, word), ESRCH);
+}
+
+// A child process as rank 1 of a shm pair, running `body` on its connections
+// (its exit code is the test's verdict on its side); the parent is rank 0.
+template <typename Body>
+pid_t ForkRank1(int idPipe[2], bool cma, Body body) {
+  const pid_t child = fork();
+  if (child != 0) return child;
+  close(idPipe[1]);
+  nodusUniqueId id;
+  if (read(idPipe[0], &id, sizeof(id)) != static_cast<ssize_t>(sizeof(id))) _exit(2);
+  Doorbell bell;
+  std::unique_ptr<Bootstrap> boot;
+  std::unique_ptr<Transport> shm;
+  Connections conns;
+  if (!connectPair(1, id, &bell, &boot, &shm, &conns, SlotCopy::Auto, cma).isOk()) _exit(3);
+  _exit(body(conns));
+}
+
+// A slot (connectPair's): as much as a slice sent by reference can be.
+constexpr size_t kRefBytes = kMinCrossReferenceBytes;
+
+
+std::vector<std::byte> Pattern(size_t n, unsigned seed) {
+  std::vector<std::byte> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed) & 0xff);
+  return v;
+}
+
+// Rank 1 sends two slices of its own memory by reference and waits (at most
+// 20 s) until rank 0 has read both; exit 0 if all went as `expectRefs` says.
+int SendTwoByReference(Connections& conns, bool expectRefs) {
+  const std::vector<std::byte> a = Pattern(kRefBytes, 1), b = Pattern(kRefBytes, 2);
+  for (const auto* v : {&a, &b}) {
+    std::byte* slot = nullptr;
+    for (int i = 0; i < 20000 && !(slot = conns.send[0]->tryAcquire()); ++i) usleep(1000);
+    if (!slot) return 5;
+    const bool ref = conns.send[0]->postFrom(v->data(), v->size(), true);
+    if (ref != expectRefs) return 6;
+    if (!ref) {
+      conns.send[0]->fill(slot, v->data(), v->size());
+      conns.send[0]->post(v->size());
+    }
+  }
+  for (int i = 0; i < 20000 && !conns.send[0]->referencesDone(); ++i) usleep(1000);
+  return conns.send[0]->referencesDone() ? 0 : 7;  // `a` and `b` live until rank 0 has read them
+}
+
+// Rank 0's side: the first slice straight into `dst`, the second through
+// the slot; returns whether the first came placed.
+void ReceiveTwo(Connections& conns, bool* firstPlaced) {
+  std::vector<std::byte> dst(kRefBytes);
+  size_t bytes = 0;
+  bool placed = false;
+  const std::byte* got = nullptr;
+  for (int i = 0; i < 20000 && !(got = conns.recv[1]->tryPeekTo(dst.data(), dst.size(), &bytes, &placed)); ++i)
+    usleep(1000);
+  ASSERT_NE(got, nullptr);
+  ASSERT_EQ(bytes, kRefBytes);
+  if (!placed) memcpy(dst.data(), got, bytes);
+  EXPECT_EQ(dst, Pattern(kRefBytes, 1));
+  *firstPlaced = placed;
+  conns.recv[1]->release();
+  got = nullptr;
+  for (int i = 0; i < 20000 && !(got = conns.recv[1]->tryPeek(&bytes)); ++i) usleep(1000);
+  ASSERT_NE(got, nullptr);
+  ASSERT_EQ(bytes, kRefBytes);
+  EXPECT_EQ(std::vector<std::byte>(got, got + bytes), Pattern(kRefBytes, 2));
+  conns.recv[1]->release();
+}
+
+struct Pair {
+  Doorbell bell;
+  std::unique_ptr<Bootstrap> boot;
+  std::unique_ptr<Transport> shm;
+  Connections conns;
+};
+
+// Connects rank 0 with a child running `body` as rank 1.
+template <typename Body>
+pid_t StartPair(Pair* p, bool cma0, bool cma1, Body body) {
+  int idPipe[2];
+  if (pipe(idPipe) != 0) return -1;
+  const pid_t child = ForkRank1(idPipe, cma1, body);
+  close(idPipe[0]);
+  nodusUniqueId id;
+  if (!createUniqueId(&id).isOk() || write(idPipe[1], &id, sizeof(id)) != static_cast<ssize_t>(sizeof(id)) ||
+      !connectPair(0, id, &p->bell, &p->boot, &p->shm, &p->conns, SlotCopy::Auto, cma0).isOk()) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    close(idPipe[1]);
+    return -1;
+  }
+  close(idPipe[1]);
+  return child;
+}
+
+TEST(CrossRead, AReferenceIsReadFromTheSendersMemoryStraightToItsDestination) {
+  Pair p;
+  const pid_t child = StartPair(&p, true, true, [](Connections& c) { return SendTwoByReference(c, true); });
+  ASSERT_GT(child, 0);
+  bool placed = false;
+  ReceiveTwo(p.conns, &placed);
+  EXPECT_TRUE(placed);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+}
+
+TEST(CrossRead, AReceiverThatDoesNotReadAcrossGetsCopiesInSlots) {
+  // Rank 1 would let rank 0 read its memory, but rank 0 (NODUS_SHM_CMA=0)
+  // does not: rank 1's sends go through the slots.
+  Pair p;
+  const pid_t child = StartPair(&p, false, true, [](Connections& c) { return SendTwoByReference(c, false); });
+  ASSERT_GT(child, 0);
+  bool placed = true;
+  ReceiveTwo(p.conns, &placed);
+  EXPECT_FALSE(placed);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+}
+
+TEST(CrossRead, ASenderThatForbidsItGetsCopiesInSlots) {
+  Pair p;
+  const pid_t child = StartPair(&p, true, false, [](Connections& c) { return SendTwoByReference(c, false); });
+  ASSERT_GT(child, 0);
+  bool placed = true;
+  ReceiveTwo(p.conns, &placed);
+  EXPECT_FALSE(placed);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+}
+
+TEST(CrossRead, AReferenceFromAProcessThatExitedIsAnErrorNotAHang) {
+  Pair p;
+  const pid_t child = StartPair(&p, true, true, [](Connections& c) {
+    static std::vector<std::byte> v = Pattern(kRefBytes, 3);
+    if (!c.send[0]->tryAcquire() || !c.send[0]->postFrom(v.data(), v.size(), true)) return 5;
+    return 0;  // gone before rank 0 read it
+  });
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  std::vector<std::byte> dst(kRefBytes);
+  size_t bytes = 0;
+  bool placed = false;
+  EXPECT_EQ(p.conns.recv[1]->tryPeekTo(dst.data(), dst.size(), &bytes, &placed), nullptr);
+  EXPECT_EQ(p.conns.recv[1]->tryPeek(&bytes), nullptr);  // the ring is broken
+  const Status s = p.shm->checkPeer(1);
+  EXPECT_EQ(s.code(), nodusRemoteError) << s.message();
+  EXPECT_NE(s.message().find("died"), std::string::npos) << s.message();
 }
 
 }  // namespace

@@ -3,7 +3,10 @@
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <climits>
@@ -189,12 +192,17 @@ void RingSender::fillReduced(std::byte* slot, const Reduction& r) {
   });
 }
 
-bool RingSender::postFrom(const std::byte* src, size_t bytes) {
-  // Another process cannot read our addresses; and a sender of references
-  // waits at the end of the call until its receiver has read them, which
-  // costs more than copying a small slice (loopback, 2-4 ranks: 8-512 B
-  // AllReduce and AllGather 0.6-0.8x by reference, 8 KiB 2-3x faster).
-  if (!sameProcess_ || bytes < kMinReferenceBytes) return false;
+bool RingSender::postFrom(const std::byte* src, size_t bytes, bool acrossProcesses) {
+  // Within a process the receiver reads our addresses; across processes only
+  // where it can read our memory (crossRead: shm, its process_vm_readv
+  // probe at connect). A sender of references waits at the end of the call
+  // until its receiver has read them, which costs more than copying a small
+  // slice (loopback, 2-4 ranks: 8-512 B AllReduce and AllGather 0.6-0.8x by
+  // reference, 8 KiB 2-3x faster).
+  if (sameProcess_ ? bytes < kMinReferenceBytes
+                   : !acrossProcesses || bytes < kMinCrossReferenceBytes ||
+                         hdr_->crossRead.load(std::memory_order_relaxed) == 0)
+    return false;
   memcpy(data_ + (head_ % slots_) * slotBytes_, &src, sizeof(src));
   hdr_->sizes[head_ % slots_] = bytes | kReference;
   ++head_;
@@ -210,32 +218,92 @@ bool RingSender::referencesDone() {
   return cachedTail_ >= referenced_;
 }
 
-RingReceiver::RingReceiver(void* mem, uint32_t slots, size_t slotBytes, Doorbell* senderBell, bool sameProcess)
+RingReceiver::RingReceiver(void* mem, uint32_t slots, size_t slotBytes, Doorbell* senderBell, bool sameProcess,
+                           int senderPid)
     : hdr_(static_cast<RingHeader*>(mem)),
       data_(static_cast<const std::byte*>(mem) + roundUp(sizeof(RingHeader), kPage)),
       slots_(slots),
       slotBytes_(roundUp(slotBytes, 64)),
       peer_(senderBell),
-      sameProcess_(sameProcess) {
+      sameProcess_(sameProcess),
+      senderPid_(senderPid) {
   tail_ = hdr_->tail.load(std::memory_order_relaxed);
   cachedHead_ = hdr_->head.load(std::memory_order_acquire);
 }
 
-const std::byte* RingReceiver::tryPeek(size_t* bytes) {
+std::byte* RingReceiver::oldest(uint64_t* size) {
   if (cachedHead_ == tail_) {
     cachedHead_ = hdr_->head.load(std::memory_order_acquire);
     if (cachedHead_ == tail_) return nullptr;
   }
   const size_t i = tail_ % slots_;
-  const uint64_t size = hdr_->sizes[i];
-  if (sameProcess_ && (size & kReference) != 0) {
-    *bytes = size & ~kReference;
-    const std::byte* src = nullptr;
-    memcpy(&src, data_ + i * slotBytes_, sizeof(src));
-    return src;
+  *size = hdr_->sizes[i];
+  // The receiver owns a posted slot until it releases it: a reference read
+  // from another process lands in it.
+  return const_cast<std::byte*>(data_) + i * slotBytes_;
+}
+
+// One process_vm_readv of `bytes` at the sender's `from` into our `to`; the
+// kernel may stop short (a page it could not pin), so it continues where the
+// last call ended.
+bool RingReceiver::readAcross(std::byte* to, const std::byte* from, size_t bytes) {
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{to + done, bytes - done};
+    iovec remote{const_cast<std::byte*>(from) + done, bytes - done};
+    const ssize_t got = process_vm_readv(senderPid_, &local, 1, &remote, 1, 0);
+    if (got <= 0) {
+      const int e = got == 0 ? EFAULT : errno;
+      if (e == EINTR) continue;
+      int32_t none = 0;
+      hdr_->readError.compare_exchange_strong(none, e, std::memory_order_release);
+      return false;
+    }
+    done += static_cast<size_t>(got);
   }
-  *bytes = size;
-  return data_ + i * slotBytes_;
+  return true;
+}
+
+const std::byte* RingReceiver::tryPeek(size_t* bytes) {
+  if (hdr_->readError.load(std::memory_order_relaxed) != 0) return nullptr;
+  uint64_t size = 0;
+  std::byte* slot = oldest(&size);
+  if (!slot) return nullptr;
+  if ((size & kReference) == 0) {
+    *bytes = size;
+    return slot;
+  }
+  *bytes = size & ~kReference;
+  const std::byte* src = nullptr;
+  memcpy(&src, slot, sizeof(src));
+  if (sameProcess_) return src;
+  // Slices by reference fit a slot (a slice is at most a slot). A slot
+  // peeked again before its release (the executor found no slot to send
+  // on) was read already.
+  if (readSlot_ == tail_ && readTo_ == slot) return slot;
+  if (*bytes > slotBytes_ || !readAcross(slot, src, *bytes)) return nullptr;
+  readSlot_ = tail_;
+  readTo_ = slot;
+  return slot;
+}
+
+const std::byte* RingReceiver::tryPeekTo(std::byte* dst, size_t dstBytes, size_t* bytes, bool* placed) {
+  *placed = false;
+  if (sameProcess_ || hdr_->readError.load(std::memory_order_relaxed) != 0) return tryPeek(bytes);
+  uint64_t size = 0;
+  std::byte* slot = oldest(&size);
+  if (!slot) return nullptr;
+  // A slot the sender filled, or a message of another size than the caller
+  // expects (it reports the mismatch): read as tryPeek reads it.
+  if ((size & kReference) == 0 || (size & ~kReference) != dstBytes) return tryPeek(bytes);
+  *bytes = dstBytes;
+  const std::byte* src = nullptr;
+  memcpy(&src, slot, sizeof(src));
+  if (!(readSlot_ == tail_ && readTo_ == dst) && !readAcross(dst, src, dstBytes)) return nullptr;
+  readSlot_ = tail_;
+  readTo_ = dst;
+  *placed = true;
+  return slot;
 }
 
 void RingReceiver::release() {
@@ -260,6 +328,20 @@ void prefaultRing(void* ring, size_t bytes) {
   // Not the header's page: head and tail live there.
   volatile auto* base = static_cast<volatile unsigned char*>(ring);
   for (size_t off = roundUp(sizeof(RingHeader), kPage); off < bytes; off += kPage) base[off] = 0;
+}
+
+}  // namespace nodus
+
+namespace nodus {
+
+int readAcrossProbe(int pid, uint64_t addr, uint64_t expect) {
+  if (pid <= 0 || addr == 0) return EINVAL;
+  uint64_t got = 0;
+  iovec local{&got, sizeof(got)};
+  iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(addr)), sizeof(got)};
+  const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  if (n < 0) return errno;
+  return n == static_cast<ssize_t>(sizeof(got)) && got == expect ? 0 : EILSEQ;
 }
 
 }  // namespace nodus

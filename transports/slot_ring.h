@@ -17,13 +17,24 @@
 namespace nodus {
 
 constexpr uint32_t kMaxSlots = 64;
-// The smallest slice a RingSender posts by reference (postFrom).
+// The smallest slice a RingSender posts by reference (postFrom): within a
+// process (loopback), and across processes where the receiver reads the
+// sender's memory with process_vm_readv (shm, RingHeader::crossRead).
 constexpr size_t kMinReferenceBytes = 8192;
+constexpr size_t kMinCrossReferenceBytes = 65536;
 
 struct alignas(64) RingHeader {
   alignas(64) std::atomic<uint64_t> head{0};
   alignas(64) std::atomic<uint64_t> tail{0};
   alignas(64) uint64_t sizes[kMaxSlots] = {};
+  // Written by the receiver once, at connect, before the ranks' barrier:
+  // it can read the sender process's memory (process_vm_readv), so the
+  // sender may post slices by reference (RingSender::postFrom) across
+  // processes too.
+  alignas(64) std::atomic<uint32_t> crossRead{0};
+  // Written by the receiver: the errno of a read of the sender's memory that
+  // failed (the transport's checkPeer reports it; the ring is then broken).
+  std::atomic<int32_t> readError{0};
 };
 
 // Bytes one ring occupies, header included; a multiple of the page size.
@@ -115,7 +126,7 @@ class RingSender final : public SendConnection {
     logRank_ = rank;
     logPeer_ = peer;
   }
-  bool postFrom(const std::byte* src, size_t bytes) override;
+  bool postFrom(const std::byte* src, size_t bytes, bool acrossProcesses) override;
   bool referencesDone() override;
   uint64_t posted() const { return head_; }  // slots posted so far (the next one's index)
 
@@ -134,10 +145,18 @@ class RingSender final : public SendConnection {
   int logRank_ = -1, logPeer_ = -1;
 };
 
+// A receiver in another process than its sender (shm) reads the slices the
+// sender posted by reference from the sender's memory with one
+// process_vm_readv (`senderPid`): straight into the destination where the
+// executor gives one (tryPeekTo), else into the slot. A read that fails
+// (the sender died, or the kernel refused) breaks the ring: the receiver
+// stops returning slots and writes the errno to RingHeader::readError.
 class RingReceiver final : public RecvConnection {
  public:
-  RingReceiver(void* mem, uint32_t slots, size_t slotBytes, Doorbell* senderBell, bool sameProcess = false);
+  RingReceiver(void* mem, uint32_t slots, size_t slotBytes, Doorbell* senderBell, bool sameProcess = false,
+               int senderPid = 0);
   const std::byte* tryPeek(size_t* bytes) override;
+  const std::byte* tryPeekTo(std::byte* dst, size_t dstBytes, size_t* bytes, bool* placed) override;
   void release() override;
   uint64_t released() const { return tail_; }  // slots released so far (the next one's index)
 
@@ -150,7 +169,22 @@ class RingReceiver final : public RecvConnection {
   uint64_t tail_ = 0;
   uint64_t cachedHead_ = 0;
   bool sameProcess_;
+  int senderPid_;
+  // The slot last read from the sender's memory, and where to.
+  uint64_t readSlot_ = UINT64_MAX;
+  const std::byte* readTo_ = nullptr;
+  // The oldest posted slot, if there is one (else nullptr), its size and
+  // whether it holds a reference.
+  std::byte* oldest(uint64_t* size);
+  bool readAcross(std::byte* to, const std::byte* from, size_t bytes);
 };
+
+// Whether this process can read `pid`'s memory with process_vm_readv: reads
+// the 8 bytes at `addr` there and compares them with `expect`. 0 if it can,
+// else why not: the errno (ENOSYS: the kernel lacks it; EPERM: Yama's
+// ptrace_scope or a seccomp filter forbids it), EILSEQ where it read
+// something else.
+int readAcrossProbe(int pid, uint64_t addr, uint64_t expect);
 
 // Faults in the pages of [p, p+bytes) for this process (write: allocate too).
 void prefault(void* p, size_t bytes, bool write);

@@ -50,10 +50,14 @@ class SendConnection {
   // this rank's memory, which the transport sends from directly (one copy
   // less: tcp hands the user's buffer to the kernel). The caller must leave
   // that memory unchanged until referencesDone(). False where the transport
-  // cannot (the slot is still acquired: fill it and post()).
-  virtual bool postFrom(const std::byte* src, size_t bytes) {
+  // cannot (the slot is still acquired: fill it and post()). `acrossProcesses`
+  // (Plan::referencesAcross): the call gains from a receiver in another
+  // process reading the bytes from here (shm: process_vm_readv); without it
+  // shm fills the slot.
+  virtual bool postFrom(const std::byte* src, size_t bytes, bool acrossProcesses) {
     (void)src;
     (void)bytes;
+    (void)acrossProcesses;
     return false;
   }
   // Whether the memory of every postFrom() so far is no longer needed.
@@ -118,6 +122,9 @@ struct ConnectRequest {
   const NodeInfo* node = nullptr;
   int numa = -1;
   SlotCopy shmCopy = SlotCopy::Auto;
+  // shm: a peer process may read this rank's slices from its memory
+  // (process_vm_readv) where a probe at connect says it can. NODUS_SHM_CMA.
+  bool shmCma = true;
 };
 
 // Per-rank result of connecting: connections indexed by peer rank (null for

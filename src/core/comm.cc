@@ -45,6 +45,9 @@ Status CommConfig::fromEnvironment(CommConfig* c) {
   c->transport = param::kTransport.get();
   NODUS_TRY(parseBindMode(param::kBind.get(), &c->bind));
   NODUS_TRY(parseSlotCopy(param::kShmCopy.get(), &c->shmCopy));
+  if (const int64_t cma = param::kShmCma.get(); cma != 0 && cma != 1)
+    return makeError(nodusInvalidArgument, "NODUS_SHM_CMA=%lld: expected 0 or 1", static_cast<long long>(cma));
+  c->shmCma = param::kShmCma.get() == 1;
   NODUS_TRY(AlgoSpec::parse(c->algo, &c->algoSpec));
   if (param::kChunkBytes.get() < 0) return makeError(nodusInvalidArgument, "NODUS_CHUNK_BYTES must not be negative");
   if (const int64_t ch = param::kChannels.get(); ch < 0 || ch > kMaxChannels)
@@ -430,6 +433,7 @@ Status Comm::init(InitOptions& opts) {
   req.node = node;
   req.numa = me.numa;
   req.shmCopy = cfg_.shmCopy;
+  req.shmCma = cfg_.shmCma;
   const auto at = std::find(topo_.ringOrder.begin(), topo_.ringOrder.end(), rank_);
   const int64_t pos = at - topo_.ringOrder.begin();
   req.ringPrev = topo_.ringOrder[static_cast<size_t>((pos + nranks_ - 1) % nranks_)];

@@ -41,6 +41,7 @@ struct CommConfig {
   uint64_t directMaxBytes = 0;
   BindMode bind = BindMode::Auto;  // NODUS_BIND
   SlotCopy shmCopy = SlotCopy::Auto;  // NODUS_SHM_COPY
+  bool shmCma = true;                 // NODUS_SHM_CMA
   static Status fromEnvironment(CommConfig* out);
 };
 

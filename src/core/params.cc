@@ -76,6 +76,12 @@ constexpr ParamInfo kParams[] = {
      "How a rank copies a slice into the shared memory its peer reads: cached (memcpy), streaming "
      "(non-temporal stores, past the cache) or auto (per connection, streaming while cached copies take "
      "4x as long: the two cores share no cache, e.g. two CCDs or sockets)."},
+    {"NODUS_SHM_CMA", ParamType::Int, "1",
+     "1: a slice that stays in a user buffer goes to a peer process on this host by reference, and the "
+     "peer reads it with one process_vm_readv (cross-memory attach), straight into its destination where it "
+     "has one: one copy instead of two through shared memory; used per connection only where a probe at "
+     "set-up could read the peer's memory (Yama ptrace_scope or a seccomp filter can forbid it). 0: always "
+     "through the shared slots."},
     {"NODUS_HWLOC_XML", ParamType::String, "",
      "Read the node from this hwloc XML export instead of detecting it (emulates other machines)."},
     {"NODUS_CHUNK_BYTES", ParamType::Int, "0",
@@ -189,6 +195,7 @@ const StringParam kFatTree{lookup("NODUS_FATTREE")};
 const StringParam kBind{lookup("NODUS_BIND")};
 const StringParam kHwlocXml{lookup("NODUS_HWLOC_XML")};
 const StringParam kShmCopy{lookup("NODUS_SHM_COPY")};
+const IntParam kShmCma{lookup("NODUS_SHM_CMA")};
 const IntParam kChunkBytes{lookup("NODUS_CHUNK_BYTES")};
 const IntParam kChannels{lookup("NODUS_CHANNELS")};
 }  // namespace param

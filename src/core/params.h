@@ -78,6 +78,7 @@ extern const StringParam kTorusDims;     // NODUS_TORUS_DIMS
 extern const StringParam kFatTree;       // NODUS_FATTREE
 extern const StringParam kBind;          // NODUS_BIND
 extern const StringParam kShmCopy;       // NODUS_SHM_COPY
+extern const IntParam kShmCma;           // NODUS_SHM_CMA
 extern const StringParam kHwlocXml;      // NODUS_HWLOC_XML
 extern const IntParam kChunkBytes;       // NODUS_CHUNK_BYTES
 extern const IntParam kChannels;         // NODUS_CHANNELS

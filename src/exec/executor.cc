@@ -186,7 +186,7 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
     // else copies it into the acquired slot.
     bool referenced = false;
     auto sendOut = [&](const std::byte* from) {
-      if (st.sendsStable && sc->postFrom(from, bytes)) {
+      if (st.sendsStable && sc->postFrom(from, bytes, plan.referencesAcross)) {
         referenced = true;
         if (std::find(t.referencing.begin(), t.referencing.end(), sc) == t.referencing.end()) t.referencing.push_back(sc);
       } else {

@@ -152,6 +152,7 @@ bool writes(Op op) { return op != Op::Send && op != Op::RecvReduceSend; }
 void markStableSends(Plan& plan, size_t maxSteps) {
   const size_t n = plan.steps.size();
   for (Step& s : plan.steps) s.sendsStable = false;
+  plan.referencesAcross = false;
   // A point-to-point send must not wait for its receiver (a send left to
   // the transport by reference is not done until the transport let go).
   if (n > maxSteps || plan.key.coll == Collective::Send) return;
@@ -181,6 +182,14 @@ void markStableSends(Plan& plan, size_t maxSteps) {
     }
     s.sendsStable = stable;
   }
+  bool receives = false, copies = false;
+  for (const Step& s : plan.steps) {
+    if (s.count == 0) continue;
+    const Span from = spanOf(plan.key, s.src, s.count), to = spanOf(plan.key, s.dst, s.count);
+    receives |= opReceives(s.op);
+    copies |= s.op == Op::Copy && (from.space != to.space || from.begin != to.begin);
+  }
+  plan.referencesAcross = plan.key.coll == Collective::AllGather && (receives || copies);
 }
 
 }  // namespace nodus

@@ -110,6 +110,18 @@ struct Plan {
   // a step never holds more than this many of a connection's slots.
   uint32_t roundSlices = 1;
   uint64_t maxSlices = 0;  // over all steps
+  // This rank's stable sends may go by reference to a peer process too
+  // (SendConnection::postFrom; shm: the peer reads them with
+  // process_vm_readv). Set by markStableSends where that was measured to
+  // pay (docs/architecture.md): an AllGather's, where every receive lands
+  // unchanged (the reader puts it straight where it goes) and every rank
+  // both sends and receives, so one process_vm_readv a byte replaces a
+  // copy into a slot and one out of it on the same core. Elsewhere the two
+  // copies through the slots, one on each side, ran as fast or faster
+  // (AllReduce: its receives reduce, and read into a slot first; Broadcast:
+  // a chain's ranks and its root have a core each to copy with, and a
+  // sender by reference waits for its reader at the end of the call).
+  bool referencesAcross = false;
 };
 
 // Where a rank is in a plan, in the order above: phase by phase; within a

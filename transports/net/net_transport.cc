@@ -109,7 +109,7 @@ class NetSender final : public SendConnection {
   std::byte* tryAcquire() override;
   void post(size_t bytes) override;
   size_t slotBytes() const override { return ring_.slotBytes(); }
-  bool postFrom(const std::byte* src, size_t bytes) override;
+  bool postFrom(const std::byte* src, size_t bytes, bool acrossProcesses) override;
   bool referencesDone() override;
 
  private:
@@ -560,7 +560,7 @@ void NetSender::post(size_t bytes) {
   if (!t_->helpWithoutReading(*p_)) t_->wakeProxy();
 }
 
-bool NetSender::postFrom(const std::byte* src, size_t bytes) {
+bool NetSender::postFrom(const std::byte* src, size_t bytes, bool /*acrossProcesses: the proxy is ours*/) {
   if (!t_->anyMemory()) return false;
   p_->sendFrom[ring_.posted() % p_->sendFrom.size()] = src;  // published by the post's release of head
   ring_.post(bytes);

@@ -42,7 +42,13 @@ struct SegmentInfo {
   char name[64];
   int32_t pid;
   uint32_t pad;
+  uint64_t probeAddr;  // of kProbeWord in this process (0: do not read our memory)
 };
+
+// What a peer reads from us with process_vm_readv at connect to learn
+// whether it can (RingHeader::crossRead).
+constexpr uint64_t kProbeValue = 0x6e6f6475732d636dULL;
+const volatile uint64_t kProbeWord = kProbeValue;
 
 class ShmTransport final : public Transport {
  public:
@@ -60,6 +66,7 @@ class ShmTransport final : public Transport {
     SegmentInfo& mine = infos[req.rank];
     memset(&mine, 0, sizeof(mine));
     mine.pid = getpid();
+    mine.probeAddr = req.shmCma ? reinterpret_cast<uintptr_t>(&kProbeWord) : 0;
     Status made = req.peers.empty() ? Status::ok() : create(size, &mine);
     if (!made.isOk()) mine.name[0] = '\0';
     // Exchange even on failure, so the others learn of it instead of waiting.
@@ -79,6 +86,7 @@ class ShmTransport final : public Transport {
     outbound_.assign(req.nranks, nullptr);
     slots_ = req.slots;
     Status st = Status::ok();
+    int crossReadable = 0, cmaRefused = 0;
     for (int peer : req.peers) {
       Mapping m;
       st = attach(infos[peer].name, size, &m);
@@ -94,7 +102,16 @@ class ShmTransport final : public Transport {
       auto sender = std::make_unique<RingSender>(outRing, req.slots, req.slotBytes, peerBell, false, req.shmCopy);
       sender->describe(req.rank, peer);
       out.send[peer] = std::move(sender);
-      out.recv[peer] = std::make_unique<RingReceiver>(inRing, req.slots, req.slotBytes, peerBell);
+      out.recv[peer] = std::make_unique<RingReceiver>(inRing, req.slots, req.slotBytes, peerBell, false, infos[peer].pid);
+      // Before the barrier below, after which the peer's sender looks.
+      if (req.shmCma && infos[peer].probeAddr != 0) {
+        if (const int e = readAcrossProbe(infos[peer].pid, infos[peer].probeAddr, kProbeValue); e == 0) {
+          static_cast<RingHeader*>(inRing)->crossRead.store(1, std::memory_order_release);
+          ++crossReadable;
+        } else {
+          cmaRefused = e;
+        }
+      }
       out.peerDoorbells[peer] = peerBell;
       inbound_[peer] = static_cast<const RingHeader*>(inRing);
       outbound_[peer] = static_cast<const RingHeader*>(outRing);
@@ -115,10 +132,19 @@ class ShmTransport final : public Transport {
     }
     for (int peer : req.peers) shm_unlink(infos[peer].name);
     NODUS_TRY(st);
+    if (cmaRefused != 0)
+      NODUS_INFO(req.rank, "shm: cannot read peer processes' memory (process_vm_readv: %s; Yama ptrace_scope or "
+                 "a seccomp filter?): slices go through the shared slots, two copies each", strerror(cmaRefused));
+    else if (crossReadable > 0)
+      NODUS_INFO(req.rank, "shm: reads %d peer processes' slices from their memory (process_vm_readv)", crossReadable);
     return synced;
   }
 
   Status checkPeer(int peer) override {
+    if (inbound_[peer] != nullptr)
+      if (const int32_t e = inbound_[peer]->readError.load(std::memory_order_acquire); e != 0 && e != ESRCH)
+        return makeError(nodusSystemError, "cannot read rank %d's memory (process %d on this host; process_vm_readv: %s)",
+                         peer, pids_[peer], strerror(e));
     if (pids_[peer] <= 0 || kill(pids_[peer], 0) == 0 || errno != ESRCH) return Status::ok();
     // What the peer posted before it exited is still in our segment (a peer
     // that finished its part may exit while this rank waits, and post its
@@ -126,7 +152,9 @@ class ShmTransport final : public Transport {
     // nothing of it is left to read, or no slot towards it is free.
     const RingHeader* in = inbound_[peer];
     const RingHeader* out = outbound_[peer];
-    const bool nothingToRead = in->head.load(std::memory_order_acquire) == in->tail.load(std::memory_order_acquire);
+    // A slice it posted by reference went with it.
+    const bool nothingToRead = in->head.load(std::memory_order_acquire) == in->tail.load(std::memory_order_acquire) ||
+                               in->readError.load(std::memory_order_acquire) == ESRCH;
     const bool noSlotFree = out->head.load(std::memory_order_acquire) - out->tail.load(std::memory_order_acquire) >= slots_;
     if (!nothingToRead && !noSlotFree) return Status::ok();
     return makeError(nodusRemoteError, "rank %d (process %d on this host) died", peer, pids_[peer]);
