@@ -21,7 +21,7 @@ constexpr uint32_t kMaxSlots = 64;
 // process (loopback), and across processes where the receiver reads the
 // sender's memory with process_vm_readv (shm, RingHeader::crossRead).
 constexpr size_t kMinReferenceBytes = 8192;
-constexpr size_t kMinCrossReferenceBytes = 65536;
+constexpr size_t kMinCrossReferenceBytes = 32768;
 
 struct alignas(64) RingHeader {
   alignas(64) std::atomic<uint64_t> head{0};

@@ -535,6 +535,16 @@ Status Comm::plan(const PlanKey& key, const Plan** out) {
   p->roundSlices = cfg_.roundSlices;
   for (const Step& s : p->steps) p->maxSlices = std::max(p->maxSlices, (s.count + p->sliceElems - 1) / p->sliceElems);
   markStableSends(*p);
+  if (p->referencesAcross && topo_.oversubscribed) {
+    // Ranks that share cores: a sender by reference waits for its reader,
+    // which may not be running. Only slices of 64 KiB or more pay for that
+    // (4 ranks on 2 cores, AllGather of 128 KiB, i.e. 32 KiB slices: 24 us
+    // through the slots, 31 by reference; 256 KiB: even).
+    uint64_t largest = 0;
+    for (const Step& s : p->steps)
+      if (opSends(s.op) && s.sendsStable) largest = std::max(largest, std::min(s.count, p->sliceElems) * key.typeSize);
+    p->referencesAcross = largest >= (64u << 10);
+  }
   NODUS_INFO(rank_,
              "%s count=%llu x %uB%s root=%d: %s in %s slices%s, %u channel(s)%s, %zu step(s), %zu phase(s) "
              "(estimates: %s)",
