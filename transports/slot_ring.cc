@@ -281,7 +281,12 @@ const std::byte* RingReceiver::tryPeek(size_t* bytes) {
   // peeked again before its release (the executor found no slot to send
   // on) was read already.
   if (readSlot_ == tail_ && readTo_ == slot) return slot;
-  if (*bytes > slotBytes_ || !readAcross(slot, src, *bytes)) return nullptr;
+  if (*bytes > slotBytes_) {
+    int32_t none = 0;
+    hdr_->readError.compare_exchange_strong(none, EMSGSIZE, std::memory_order_release);
+    return nullptr;
+  }
+  if (!readAcross(slot, src, *bytes)) return nullptr;
   readSlot_ = tail_;
   readTo_ = slot;
   return slot;
@@ -293,9 +298,11 @@ const std::byte* RingReceiver::tryPeekTo(std::byte* dst, size_t dstBytes, size_t
   uint64_t size = 0;
   std::byte* slot = oldest(&size);
   if (!slot) return nullptr;
-  // A slot the sender filled, or a message of another size than the caller
-  // expects (it reports the mismatch): read as tryPeek reads it.
-  if ((size & kReference) == 0 || (size & ~kReference) != dstBytes) return tryPeek(bytes);
+  // A slot the sender filled, a message of another size than the caller
+  // expects (it reports the mismatch), or a reference already read into the
+  // slot (which no longer holds the address): as tryPeek.
+  if ((size & kReference) == 0 || (size & ~kReference) != dstBytes || (readSlot_ == tail_ && readTo_ == slot))
+    return tryPeek(bytes);
   *bytes = dstBytes;
   const std::byte* src = nullptr;
   memcpy(&src, slot, sizeof(src));

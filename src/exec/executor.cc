@@ -393,7 +393,19 @@ Status runTasks(std::span<Task> tasks) {
       // Only the peers a task waits on: a peer that finished its part and
       // exited is no failure.
       for (Task& t : tasks) {
-        if (t.at.done) continue;
+        if (t.at.done) {
+          // Done but for what it sent by reference: its readers must still
+          // be alive (shm: a dead one never reads them).
+          if (t.referencing.empty()) continue;
+          for (const Step& st : t.plan->steps) {
+            if (!opSends(st.op) || !st.sendsStable) continue;
+            SendConnection* c = t.comm->sendTo(st.sendPeer);
+            if (std::find(t.referencing.begin(), t.referencing.end(), c) == t.referencing.end()) continue;
+            Status s = t.comm->checkPeer(st.sendPeer);
+            if (!s.isOk()) return fail(Status(s.code(), s.message() + " while " + waitingFor(t)));
+          }
+          continue;
+        }
         const Step& st = t.plan->steps[t.at.step];
         for (int peer : {opReceives(st.op) ? st.recvPeer : -1, opSends(st.op) ? st.sendPeer : -1}) {
           Status s = t.comm->checkPeer(peer);

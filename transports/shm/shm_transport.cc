@@ -42,13 +42,15 @@ struct SegmentInfo {
   char name[64];
   int32_t pid;
   uint32_t pad;
-  uint64_t probeAddr;  // of kProbeWord in this process (0: do not read our memory)
+  uint64_t probeAddr;   // of probeWord in this process (0: do not read our memory)
+  uint64_t probeValue;  // what is there: random, so a reader that finds it reads this process
 };
 
 // What a peer reads from us with process_vm_readv at connect to learn
-// whether it can (RingHeader::crossRead).
-constexpr uint64_t kProbeValue = 0x6e6f6475732d636dULL;
-const volatile uint64_t kProbeWord = kProbeValue;
+// whether it can (RingHeader::crossRead). A pid in a /dev/shm shared across
+// pid namespaces may name another process, even one that runs the same
+// binary at the same addresses: the value is random per process.
+volatile uint64_t probeWord = 0;
 
 class ShmTransport final : public Transport {
  public:
@@ -66,7 +68,16 @@ class ShmTransport final : public Transport {
     SegmentInfo& mine = infos[req.rank];
     memset(&mine, 0, sizeof(mine));
     mine.pid = getpid();
-    mine.probeAddr = req.shmCma ? reinterpret_cast<uintptr_t>(&kProbeWord) : 0;
+    if (req.shmCma) {
+      if (probeWord == 0) {
+        uint64_t v = 0;
+        while (v == 0)
+          if (getrandom(&v, sizeof(v), 0) != sizeof(v)) v = static_cast<uint64_t>(getpid()) * 0x9e3779b97f4a7c15ULL | 1;
+        probeWord = v;
+      }
+      mine.probeAddr = reinterpret_cast<uintptr_t>(&probeWord);
+      mine.probeValue = probeWord;
+    }
     Status made = req.peers.empty() ? Status::ok() : create(size, &mine);
     if (!made.isOk()) mine.name[0] = '\0';
     // Exchange even on failure, so the others learn of it instead of waiting.
@@ -86,7 +97,7 @@ class ShmTransport final : public Transport {
     outbound_.assign(req.nranks, nullptr);
     slots_ = req.slots;
     Status st = Status::ok();
-    int crossReadable = 0, cmaRefused = 0;
+    int crossReadable = 0, cmaRefused = 0, cmaRefusedPeers = 0;
     for (int peer : req.peers) {
       Mapping m;
       st = attach(infos[peer].name, size, &m);
@@ -105,11 +116,12 @@ class ShmTransport final : public Transport {
       out.recv[peer] = std::make_unique<RingReceiver>(inRing, req.slots, req.slotBytes, peerBell, false, infos[peer].pid);
       // Before the barrier below, after which the peer's sender looks.
       if (req.shmCma && infos[peer].probeAddr != 0) {
-        if (const int e = readAcrossProbe(infos[peer].pid, infos[peer].probeAddr, kProbeValue); e == 0) {
+        if (const int e = readAcrossProbe(infos[peer].pid, infos[peer].probeAddr, infos[peer].probeValue); e == 0) {
           static_cast<RingHeader*>(inRing)->crossRead.store(1, std::memory_order_release);
           ++crossReadable;
         } else {
           cmaRefused = e;
+          ++cmaRefusedPeers;
         }
       }
       out.peerDoorbells[peer] = peerBell;
@@ -133,18 +145,23 @@ class ShmTransport final : public Transport {
     for (int peer : req.peers) shm_unlink(infos[peer].name);
     NODUS_TRY(st);
     if (cmaRefused != 0)
-      NODUS_INFO(req.rank, "shm: cannot read peer processes' memory (process_vm_readv: %s; Yama ptrace_scope or "
-                 "a seccomp filter?): slices go through the shared slots, two copies each", strerror(cmaRefused));
+      NODUS_INFO(req.rank, "shm: cannot read %d peer process(es)' memory (process_vm_readv: %s; Yama ptrace_scope or "
+                 "a seccomp filter?): what they send goes through the shared slots, two copies a byte; %d other(s) readable",
+                 cmaRefusedPeers, strerror(cmaRefused), crossReadable);
     else if (crossReadable > 0)
       NODUS_INFO(req.rank, "shm: reads %d peer processes' slices from their memory (process_vm_readv)", crossReadable);
     return synced;
   }
 
   Status checkPeer(int peer) override {
-    if (inbound_[peer] != nullptr)
-      if (const int32_t e = inbound_[peer]->readError.load(std::memory_order_acquire); e != 0 && e != ESRCH)
+    if (inbound_[peer] != nullptr) {
+      const int32_t e = inbound_[peer]->readError.load(std::memory_order_acquire);
+      // ESRCH: its memory is gone (exited, or a zombie kill() still finds).
+      if (e == ESRCH) return makeError(nodusRemoteError, "rank %d (process %d on this host) died", peer, pids_[peer]);
+      if (e != 0)
         return makeError(nodusSystemError, "cannot read rank %d's memory (process %d on this host; process_vm_readv: %s)",
                          peer, pids_[peer], strerror(e));
+    }
     if (pids_[peer] <= 0 || kill(pids_[peer], 0) == 0 || errno != ESRCH) return Status::ok();
     // What the peer posted before it exited is still in our segment (a peer
     // that finished its part may exit while this rank waits, and post its
@@ -152,9 +169,7 @@ class ShmTransport final : public Transport {
     // nothing of it is left to read, or no slot towards it is free.
     const RingHeader* in = inbound_[peer];
     const RingHeader* out = outbound_[peer];
-    // A slice it posted by reference went with it.
-    const bool nothingToRead = in->head.load(std::memory_order_acquire) == in->tail.load(std::memory_order_acquire) ||
-                               in->readError.load(std::memory_order_acquire) == ESRCH;
+    const bool nothingToRead = in->head.load(std::memory_order_acquire) == in->tail.load(std::memory_order_acquire);
     const bool noSlotFree = out->head.load(std::memory_order_acquire) - out->tail.load(std::memory_order_acquire) >= slots_;
     if (!nothingToRead && !noSlotFree) return Status::ok();
     return makeError(nodusRemoteError, "rank %d (process %d on this host) died", peer, pids_[peer]);
