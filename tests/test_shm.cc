@@ -11,7 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
@@ -178,6 +181,49 @@ TEST_F(ShmTest, CountAndRank) {
       report.Fail("nodusCommUserRank gave " + std::to_string(me) + " on rank " +
                   std::to_string(rank));
   });
+}
+
+// Where every process reads its peers' memory (process_vm_readv), a ring
+// AllGather sends each block by reference as one slice, not in slots' worth
+// (128 KiB); with NODUS_SHM_CMA=0 it goes through the slots. The results
+// are checked either way; the slice is read off each rank's INFO log.
+TEST_F(ShmTest, AllGatherBlocksGoWholeByReference) {
+  for (const char* cma : {"1", "0"}) {
+    SCOPED_TRACE(std::string("NODUS_SHM_CMA=") + cma);
+    char dir[] = "/tmp/nodus-slices-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    {
+      ScopedEnv cmaEnv("NODUS_SHM_CMA", cma);
+      ScopedEnv algo("NODUS_ALGO", "ring");
+      ScopedEnv debug("NODUS_DEBUG", "INFO");
+      ScopedEnv file("NODUS_DEBUG_FILE", std::string(dir) + "/log.%p");
+      Run(2, seconds(60), [](nodusComm_t comm, int, int, RankReport& report) {
+        for (bool inPlace : {false, true}) {
+          CheckCase c;
+          c.coll = Coll::kAllGather;
+          c.count = (2 << 20) / 4;  // a 2 MiB block of float32 per rank
+          c.inPlace = inPlace;
+          c.seed = 91;
+          const CheckOutcome o = RunCollectiveCheck(comm, c);
+          if (!o.ok()) report.Fail(o.failure);
+        }
+      });
+    }
+    std::string logs;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      std::ifstream in(entry.path());
+      logs.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    std::filesystem::remove_all(dir);
+    size_t whole = 0, plans = 0;
+    for (size_t at = 0; (at = logs.find("AllGather count=524288", at)) != std::string::npos; ++at) {
+      ++plans;
+      const size_t eol = logs.find('\n', at);
+      if (logs.substr(at, eol - at).find("ring in 2M slices") != std::string::npos) ++whole;
+    }
+    EXPECT_EQ(plans, 4u) << logs;  // 2 ranks x (out of place, in place)
+    EXPECT_EQ(whole, std::string(cma) == "1" ? plans : 0u) << logs;
+  }
 }
 
 // Communicators come and go without leaving segments behind (TearDown checks).

@@ -199,9 +199,9 @@ bool RingSender::postFrom(const std::byte* src, size_t bytes, bool acrossProcess
   // until its receiver has read them, which costs more than copying a small
   // slice (loopback, 2-4 ranks: 8-512 B AllReduce and AllGather 0.6-0.8x by
   // reference, 8 KiB 2-3x faster).
-  if (sameProcess_ ? bytes < kMinReferenceBytes
-                   : !acrossProcesses || bytes < kMinCrossReferenceBytes ||
-                         hdr_->crossRead.load(std::memory_order_relaxed) == 0)
+  // A slice larger than a slot (Comm::plan) goes by reference at any size.
+  const size_t least = bytes > slotBytes_ ? 0 : sameProcess_ ? kMinReferenceBytes : kMinCrossReferenceBytes;
+  if (bytes < least || (!sameProcess_ && (!acrossProcesses || hdr_->crossRead.load(std::memory_order_relaxed) == 0)))
     return false;
   memcpy(data_ + (head_ % slots_) * slotBytes_, &src, sizeof(src));
   hdr_->sizes[head_ % slots_] = bytes | kReference;

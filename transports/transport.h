@@ -173,6 +173,11 @@ class Transport {
   // on the connections it waits on: move what else is pending (a send to a
   // peer it has moved on from), since the thread stands aside.
   virtual void callerIdle() {}
+  // Whether every connection into this rank takes references from its
+  // sender's process of any size (shm: every probe at connect read the
+  // peer's memory), so a plan may send slices larger than a slot by
+  // reference (Comm::plan; the communicator agrees on it across ranks).
+  virtual bool readsEveryPeerAcross() const { return false; }
 };
 
 }  // namespace nodus

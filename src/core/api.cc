@@ -140,6 +140,7 @@ Status prepare(nodusComm_t comm, const Call& c, Task* task) {
   if (c.isList) {
     if (c.recvList == nullptr) return makeError(nodusInvalidArgument, "%s: recvbufs is NULL", name);
     NODUS_TRY(checkRecvList(c, p, me, ts, s, &key.inPlace, &task->recvParts));
+    key.listRecv = true;
     task->partElems = c.count;
   } else if (c.count > 0 && needRecv && c.recv == nullptr) {
     return makeError(nodusInvalidArgument, "%s: the receive buffer is NULL", name);

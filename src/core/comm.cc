@@ -471,6 +471,20 @@ Status Comm::init(InitOptions& opts) {
   }
   conns_.doorbell = req.bell;
   if (names.empty()) names = "none";
+  // Whether slices larger than a slot may go by reference (Comm::plan):
+  // every rank must say so of all its incoming connections, as every rank
+  // must cut a call into the same slices.
+  {
+    uint32_t mine = nranks_ > 1 ? 1 : 0;
+    for (int r = 0; r < nranks_; ++r) {
+      const int t = peerTransport_[static_cast<size_t>(r)];
+      if (r != rank_ && (t < 0 || !transports_[static_cast<size_t>(t)]->readsEveryPeerAcross())) mine = 0;
+    }
+    std::vector<uint32_t> all(static_cast<size_t>(nranks_));
+    all[static_cast<size_t>(rank_)] = mine;
+    NODUS_TRY(bootstrap_->allGather(all.data(), sizeof(uint32_t)));
+    wholeReferences_ = std::all_of(all.begin(), all.end(), [](uint32_t v) { return v != 0; });
+  }
 
   // Spinning helps only while every rank of this host has a core to itself.
   // A transport thread (the net proxy) would want a second one: where the
@@ -545,11 +559,31 @@ Status Comm::plan(const PlanKey& key, const Plan** out) {
       if (opSends(s.op) && s.sendsStable) largest = std::max(largest, std::min(s.count, p->sliceElems) * key.typeSize);
     p->referencesAcross = largest >= (64u << 10);
   }
+  if (p->referencesAcross && wholeReferences_ && !key.listRecv && !cfg_.sliceForced) {
+    // Every connection reads references from its sender's memory and this
+    // plan sends only by reference (every send stable), so a slice need
+    // not fit a slot: fewer, larger process_vm_readv calls. 2 processes,
+    // AllGather 1-16 MiB: 0.90-0.95 of Open MPI's time in 128 KiB slices,
+    // 0.95-1.04 in 512 KiB-2 MiB ones. kMaxReferenceSliceBytes bounds one
+    // read.
+    bool allStable = true;
+    uint64_t longest = 0;
+    for (const Step& s : p->steps) {
+      if (opSends(s.op)) allStable &= s.sendsStable;
+      longest = std::max(longest, s.count);
+    }
+    const uint64_t cap = std::max<uint64_t>(1, kMaxReferenceSliceBytes / key.typeSize);
+    if (allStable && longest > p->sliceElems) {
+      p->sliceElems = std::min(longest, cap);
+      p->maxSlices = 0;
+      for (const Step& s : p->steps) p->maxSlices = std::max(p->maxSlices, (s.count + p->sliceElems - 1) / p->sliceElems);
+    }
+  }
   NODUS_INFO(rank_,
              "%s count=%llu x %uB%s root=%d: %s in %s slices%s, %u channel(s)%s, %zu step(s), %zu phase(s) "
              "(estimates: %s)",
              collectiveName(key.coll), static_cast<unsigned long long>(key.count), key.typeSize,
-             key.inPlace ? " in-place" : "", key.root, algo->name, formatBytes(choice.sliceBytes).c_str(),
+             key.inPlace ? " in-place" : "", key.root, algo->name, formatBytes(p->sliceElems * key.typeSize).c_str(),
              cfg_.sliceForced ? " (NODUS_CHUNK_BYTES)" : "", p->channels,
              cfg_.channelsForced && algo->maxChannels > 1 ? " (NODUS_CHANNELS)" : "", p->steps.size(),
              p->phaseStarts.size() + 1, choice.explain().c_str());

@@ -159,6 +159,10 @@ class Comm {
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<int> peerTransport_;  // table index per peer, -1 for this rank
   std::vector<Transport*> callerPolled_;  // of transports_: see callerPolling()
+  // Every connection, on every rank, takes references of any size
+  // (Transport::readsEveryPeerAcross): a plan that sends only by reference
+  // may cut slices larger than a slot.
+  bool wholeReferences_ = false;
   Connections conns_;
   std::vector<int> peers_;
 

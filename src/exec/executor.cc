@@ -181,6 +181,14 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
       sc = comm.sendTo(st.sendPeer);
       out = sc->tryAcquire();
       if (!out) return moved;
+      // A slice larger than a slot can only go by reference (Comm::plan
+      // cuts such slices only where every send is stable and every
+      // connection takes references of any size).
+      if (bytes > sc->slotBytes() && !(st.sendsStable && whole)) {
+        *err = makeError(nodusInternalError, "%s (%s): a slice of %zu bytes does not fit a slot of %zu and cannot go by reference",
+                         collectiveName(plan.key.coll), plan.algorithm.c_str(), bytes, sc->slotBytes());
+        return moved;
+      }
     }
     // Sends `from` by reference where the plan allows and the transport can,
     // else copies it into the acquired slot.
@@ -189,9 +197,16 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
       if (st.sendsStable && sc->postFrom(from, bytes, plan.referencesAcross)) {
         referenced = true;
         if (std::find(t.referencing.begin(), t.referencing.end(), sc) == t.referencing.end()) t.referencing.push_back(sc);
-      } else {
-        sc->fill(out, from, bytes);
+        return true;
       }
+      if (bytes > sc->slotBytes()) {
+        *err = makeError(nodusInternalError, "%s (%s): a slice of %zu bytes for rank %d was refused by reference and does "
+                         "not fit a slot of %zu", collectiveName(plan.key.coll), plan.algorithm.c_str(), bytes, st.sendPeer,
+                         sc->slotBytes());
+        return false;
+      }
+      sc->fill(out, from, bytes);
+      return true;
     };
     if (!whole) {
       if (Status s = stepSplit(t, st, off, n, ts, in, out, sc); !s.isOk()) {
@@ -200,7 +215,7 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
       }
     } else switch (st.op) {
       case Op::Send:
-        sendOut(resolve(t, st.src, off, ts));
+        if (!sendOut(resolve(t, st.src, off, ts))) return moved;
         break;
       case Op::Recv:
         if (fin) scaleAvg(t.type, resolve(t, st.dst, off, ts), in, n, p);
@@ -214,14 +229,17 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
         std::byte* dst = resolve(t, st.dst, off, ts);
         if (fin) reduceAvgFinal(t.type, dst, in, resolve(t, st.src, off, ts), n, p);
         else reduce(t.type, op, dst, in, resolve(t, st.src, off, ts), n);
-        if (out) sendOut(dst);
+        if (out && !sendOut(dst)) return moved;
         break;
       }
       case Op::RecvCopySend: {
         std::byte* dst = resolve(t, st.dst, off, ts);
         if (!placed) memcpy(dst, in, bytes);
-        if (st.sendsStable) sendOut(dst);
-        else sc->fill(out, placed ? dst : in, bytes);
+        if (st.sendsStable) {
+          if (!sendOut(dst)) return moved;
+        } else {
+          sc->fill(out, placed ? dst : in, bytes);
+        }
         break;
       }
       case Op::Copy: {

@@ -88,6 +88,9 @@ struct PlanKey {
   uint32_t typeSize = 1;
   int root = 0;        // root for Broadcast/Reduce; peer for Send/Recv
   bool inPlace = false;
+  // A list AllGather (nodusAllGatherList): the receive buffer is several,
+  // so no receive lands straight in place and every slice fits a slot.
+  bool listRecv = false;
   bool operator==(const PlanKey&) const = default;
 };
 
@@ -124,6 +127,10 @@ struct Plan {
   bool referencesAcross = false;
 };
 
+// The largest slice a plan sends by reference where every connection takes
+// references of any size (Comm::plan): a slice is otherwise at most a slot.
+constexpr uint64_t kMaxReferenceSliceBytes = 4 << 20;
+
 // Where a rank is in a plan, in the order above: phase by phase; within a
 // phase, round by round (`group` slices a round: Plan::roundSlices); within a
 // round, step by step; within a step, the round's slices in order.
@@ -149,7 +156,7 @@ struct PlanKeyHash {
     uint64_t h = static_cast<uint64_t>(k.coll) * 0x9e3779b97f4a7c15ULL;
     for (uint64_t v : {static_cast<uint64_t>(k.nranks), static_cast<uint64_t>(k.rank), k.count,
                        static_cast<uint64_t>(k.typeSize), static_cast<uint64_t>(k.root),
-                       static_cast<uint64_t>(k.inPlace)})
+                       static_cast<uint64_t>(k.inPlace) | static_cast<uint64_t>(k.listRecv) << 1})
       h = (h ^ v) * 0x100000001b3ULL + (h >> 29);
     return static_cast<size_t>(h);
   }

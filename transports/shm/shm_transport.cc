@@ -144,6 +144,7 @@ class ShmTransport final : public Transport {
     }
     for (int peer : req.peers) shm_unlink(infos[peer].name);
     NODUS_TRY(st);
+    readsAll_ = req.shmCma && cmaRefused == 0 && crossReadable == static_cast<int>(req.peers.size());
     if (cmaRefused != 0)
       NODUS_INFO(req.rank, "shm: cannot read %d peer process(es)' memory (process_vm_readv: %s; Yama ptrace_scope or "
                  "a seccomp filter?): what they send goes through the shared slots, two copies a byte; %d other(s) readable",
@@ -152,6 +153,8 @@ class ShmTransport final : public Transport {
       NODUS_INFO(req.rank, "shm: reads %d peer processes' slices from their memory (process_vm_readv)", crossReadable);
     return synced;
   }
+
+  bool readsEveryPeerAcross() const override { return readsAll_; }
 
   Status checkPeer(int peer) override {
     if (inbound_[peer] != nullptr) {
@@ -221,6 +224,7 @@ class ShmTransport final : public Transport {
   // Per peer: the ring it sends into (ours) and the one we send into (its).
   std::vector<const RingHeader*> inbound_, outbound_;
   uint32_t slots_ = 0;
+  bool readsAll_ = false;
 };
 
 }  // namespace
