@@ -123,6 +123,14 @@ for ((h = 0; h < hosts; ++h)); do
 done
 
 nranks=$((hosts * rpn))
+# Under AddressSanitizer (scripts/test.sh's build-asan), LeakSanitizer's exit
+# check crashes in these namespaces on some kernels ("Tracer caught signal
+# 11", seen on kernel 6.18 on 2026-12-04, at commits before and after that
+# day's changes alike, while the same binary over tcp outside a namespace and
+# a small threaded program inside one pass): the ranks run with address
+# checks but without the leak check here; the tcp tests outside namespaces
+# check the same code for leaks.
+if [ -n "${ASAN_OPTIONS:-}" ]; then export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"; fi
 echo "netns-cluster: $hosts host(s) x $rpn rank(s), 10.77.0.1-$hosts on a bridge in namespace $switch${rate:+, links shaped to $rate}"
 for ((r = 0; r < nranks; ++r)); do
   h=$((r / rpn))
