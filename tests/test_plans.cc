@@ -169,9 +169,10 @@ TEST(StableSends, OnlyRangesNothingWritesAfterTheSendAreMarked) {
     // ... and lets peer processes read them from there (shm's process_vm_readv).
     EXPECT_TRUE(ring.referencesAcross);
   }
-  // Only AllGather's sends go by reference to other processes: AllReduce's
-  // receives reduce; a Broadcast's ranks (its root, a chain's forwarders)
-  // copied faster through the slots.
+  // Only AllGather's sends go by reference to other processes, and a
+  // 2-rank Broadcast's up to kMaxBroadcastReferenceBytes: AllReduce's
+  // receives reduce; a longer Broadcast chain's ranks (its root, its
+  // forwarders), and a larger 2-rank one, copied faster through the slots.
   for (Collective c : {Collective::AllReduce, Collective::Broadcast, Collective::ReduceScatter}) {
     Plan ring;
     ring.key = PlanKey{c, 3, 1, 3000, 4, 0, false};
@@ -181,6 +182,22 @@ TEST(StableSends, OnlyRangesNothingWritesAfterTheSendAreMarked) {
     ASSERT_TRUE(findAlgorithm(c == Collective::Broadcast ? "chain" : "ring")->build(ring.key, ctx, ring).isOk());
     markStableSends(ring);
     EXPECT_FALSE(ring.referencesAcross) << collectiveName(c);
+  }
+  for (bool inPlace : {false, true}) {
+    for (int rank : {0, 1}) {
+      const uint64_t limit = kMaxBroadcastReferenceBytes / 4;
+      for (uint64_t count : {uint64_t{8192}, limit, limit + 1}) {
+        Plan chain;
+        chain.key = PlanKey{Collective::Broadcast, 2, rank, count, 4, 0, inPlace};
+        PlanContext ctx;
+        ctx.sliceBytes = 131072;
+        ctx.slots = 8;
+        ASSERT_TRUE(findAlgorithm("chain")->build(chain.key, ctx, chain).isOk());
+        markStableSends(chain);
+        // Decided by size alone, so both ranks cut the call alike.
+        EXPECT_EQ(chain.referencesAcross, count <= limit) << count << " rank " << rank << " inPlace " << inPlace;
+      }
+    }
   }
   // An AllGather rank with nothing to copy or receive (one rank, in place)
   // has nothing to save.

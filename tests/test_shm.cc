@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collective_check.h"
@@ -49,6 +51,30 @@ class ShmTest : public ::testing::Test {
   static bool ForceShm(int, RankReport&) {
     setenv("NODUS_TRANSPORT", "shm", 1);
     return true;
+  }
+
+  // Runs `body` on 2 processes with NODUS_DEBUG=INFO, NODUS_SHM_CMA and
+  // NODUS_ALGO as given; returns every rank's log.
+  static std::string RunLoggingPlans(const char* cma, const char* algo, const ForkedBody& body) {
+    char dir[] = "/tmp/nodus-slices-XXXXXX";
+    if (mkdtemp(dir) == nullptr) {
+      ADD_FAILURE() << "mkdtemp: " << strerror(errno);
+      return {};
+    }
+    {
+      ScopedEnv cmaEnv("NODUS_SHM_CMA", cma);
+      ScopedEnv algoEnv("NODUS_ALGO", algo);
+      ScopedEnv debug("NODUS_DEBUG", "INFO");
+      ScopedEnv file("NODUS_DEBUG_FILE", std::string(dir) + "/log.%p");
+      Run(2, seconds(60), body);
+    }
+    std::string logs;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      std::ifstream in(entry.path());
+      logs.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    std::filesystem::remove_all(dir);
+    return logs;
   }
 
   // Runs a scenario on every rank.
@@ -183,6 +209,19 @@ TEST_F(ShmTest, CountAndRank) {
   });
 }
 
+// How many plan lines of the logs start with `plan` (e.g. "AllGather
+// count=524288"), and how many of those also say `slices` (e.g. "ring in 2M
+// slices").
+std::pair<size_t, size_t> CountPlans(const std::string& logs, const std::string& plan, const std::string& slices) {
+  size_t plans = 0, matching = 0;
+  for (size_t at = 0; (at = logs.find(plan, at)) != std::string::npos; ++at) {
+    ++plans;
+    const size_t eol = logs.find('\n', at);
+    if (logs.substr(at, eol - at).find(slices) != std::string::npos) ++matching;
+  }
+  return {plans, matching};
+}
+
 // Where every process reads its peers' memory (process_vm_readv), a ring
 // AllGather sends each block by reference as one slice, not in slots' worth
 // (128 KiB); with NODUS_SHM_CMA=0 it goes through the slots. The results
@@ -190,39 +229,55 @@ TEST_F(ShmTest, CountAndRank) {
 TEST_F(ShmTest, AllGatherBlocksGoWholeByReference) {
   for (const char* cma : {"1", "0"}) {
     SCOPED_TRACE(std::string("NODUS_SHM_CMA=") + cma);
-    char dir[] = "/tmp/nodus-slices-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    {
-      ScopedEnv cmaEnv("NODUS_SHM_CMA", cma);
-      ScopedEnv algo("NODUS_ALGO", "ring");
-      ScopedEnv debug("NODUS_DEBUG", "INFO");
-      ScopedEnv file("NODUS_DEBUG_FILE", std::string(dir) + "/log.%p");
-      Run(2, seconds(60), [](nodusComm_t comm, int, int, RankReport& report) {
-        for (bool inPlace : {false, true}) {
-          CheckCase c;
-          c.coll = Coll::kAllGather;
-          c.count = (2 << 20) / 4;  // a 2 MiB block of float32 per rank
-          c.inPlace = inPlace;
-          c.seed = 91;
-          const CheckOutcome o = RunCollectiveCheck(comm, c);
-          if (!o.ok()) report.Fail(o.failure);
-        }
-      });
-    }
-    std::string logs;
-    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-      std::ifstream in(entry.path());
-      logs.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    std::filesystem::remove_all(dir);
-    size_t whole = 0, plans = 0;
-    for (size_t at = 0; (at = logs.find("AllGather count=524288", at)) != std::string::npos; ++at) {
-      ++plans;
-      const size_t eol = logs.find('\n', at);
-      if (logs.substr(at, eol - at).find("ring in 2M slices") != std::string::npos) ++whole;
-    }
+    const std::string logs = RunLoggingPlans(cma, "ring", [](nodusComm_t comm, int, int, RankReport& report) {
+      for (bool inPlace : {false, true}) {
+        CheckCase c;
+        c.coll = Coll::kAllGather;
+        c.count = (2 << 20) / 4;  // a 2 MiB block of float32 per rank
+        c.inPlace = inPlace;
+        c.seed = 91;
+        const CheckOutcome o = RunCollectiveCheck(comm, c);
+        if (!o.ok()) report.Fail(o.failure);
+      }
+    });
+    const auto [plans, whole] = CountPlans(logs, "AllGather count=524288", "ring in 2M slices");
     EXPECT_EQ(plans, 4u) << logs;  // 2 ranks x (out of place, in place)
     EXPECT_EQ(whole, std::string(cma) == "1" ? plans : 0u) << logs;
+  }
+}
+
+// A 2-rank Broadcast of up to 1 MiB goes by reference, in one slice; a
+// larger one, or one without cross-process reads, through the slots. Every
+// root, in place and not, checked.
+TEST_F(ShmTest, TwoRankBroadcastsUpTo1MiBGoWholeByReference) {
+  for (const char* cma : {"1", "0"}) {
+    SCOPED_TRACE(std::string("NODUS_SHM_CMA=") + cma);
+    const std::string logs =
+        RunLoggingPlans(cma, "broadcast:chain", [](nodusComm_t comm, int, int, RankReport& report) {
+          for (size_t bytes : {size_t{1} << 20, size_t{2} << 20}) {
+            for (int root : {0, 1}) {
+              for (bool inPlace : {false, true}) {
+                CheckCase c;
+                c.coll = Coll::kBroadcast;
+                c.type = nodusInt32;
+                c.count = bytes / 4 - (bytes == (size_t{1} << 20) ? 0 : 3);  // 1 MiB; 2 MiB less 12 B
+                c.root = root;
+                c.inPlace = inPlace;
+                c.seed = 93;
+                const CheckOutcome o = RunCollectiveCheck(comm, c);
+                if (!o.ok()) report.Fail(o.failure);
+              }
+            }
+          }
+        });
+    // Per size, 6 plans: each rank's 2 as the root (in place, out of
+    // place), 1 as the other (a receiver's key does not say in place).
+    const auto [small, whole] = CountPlans(logs, "Broadcast count=262144 ", "in 1M slices");
+    EXPECT_EQ(small, 6u) << logs;
+    EXPECT_EQ(whole, std::string(cma) == "1" ? small : 0u) << logs;
+    const auto [large, sliced] = CountPlans(logs, "Broadcast count=524285 ", "in 128K slices");
+    EXPECT_EQ(large, 6u) << logs;
+    EXPECT_EQ(sliced, large) << logs;
   }
 }
 

@@ -189,7 +189,10 @@ void markStableSends(Plan& plan, size_t maxSteps) {
     receives |= opReceives(s.op);
     copies |= s.op == Op::Copy && (from.space != to.space || from.begin != to.begin);
   }
-  plan.referencesAcross = plan.key.coll == Collective::AllGather && (receives || copies);
+  const uint64_t bytes = plan.key.count * plan.key.typeSize;
+  plan.referencesAcross =
+      (plan.key.coll == Collective::AllGather && (receives || copies)) ||
+      (plan.key.coll == Collective::Broadcast && plan.key.nranks == 2 && bytes <= kMaxBroadcastReferenceBytes);
 }
 
 }  // namespace nodus

@@ -121,15 +121,24 @@ struct Plan {
   // both sends and receives, so one process_vm_readv a byte replaces a
   // copy into a slot and one out of it on the same core. Elsewhere the two
   // copies through the slots, one on each side, ran as fast or faster
-  // (AllReduce: its receives reduce, and read into a slot first; Broadcast:
-  // a chain's ranks and its root have a core each to copy with, and a
-  // sender by reference waits for its reader at the end of the call).
+  // (AllReduce: its receives reduce, and read into a slot first; Broadcast
+  // on 3 ranks or more: a chain's ranks and its root have a core each to
+  // copy with, and a sender by reference waits for its reader at the end
+  // of the call). A 2-rank Broadcast of up to kMaxBroadcastReferenceBytes
+  // goes by reference too: a message of a few slices, the root's copies
+  // into the slots and the receiver's out of them hardly overlap.
   bool referencesAcross = false;
 };
 
 // The largest slice a plan sends by reference where every connection takes
 // references of any size (Comm::plan): a slice is otherwise at most a slot.
 constexpr uint64_t kMaxReferenceSliceBytes = 4 << 20;
+
+// The largest Broadcast on 2 ranks that goes by reference
+// (markStableSends): above it the pipeline through the slots, a copy on
+// each core, is faster than one process_vm_readv on the receiver's core.
+// By size only: every rank must take the same decision.
+constexpr uint64_t kMaxBroadcastReferenceBytes = 1 << 20;
 
 // Where a rank is in a plan, in the order above: phase by phase; within a
 // phase, round by round (`group` slices a round: Plan::roundSlices); within a
