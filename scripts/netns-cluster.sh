@@ -4,12 +4,27 @@
 # added, addressed or routed in the namespace this script starts in), and a
 # UTS namespace per host (its own hostname, so nodus sees another machine:
 # tcp between hosts, shm between ranks of one host). Ranks find each other
-# with the unique-id bootstrap (examples/uid_allreduce.c: rank 0 writes the
-# id to a file the others read). Everything is torn down on exit, whatever
-# happens (trap).
+# with the unique-id bootstrap (rank 0 writes the id to a file the others
+# read). Everything is torn down on exit, whatever happens (trap).
 #
-#   sudo scripts/netns-cluster.sh [-H HOSTS] [-r RANKS_PER_HOST] [-c COUNT] [-R RATE] [-k]
+#   sudo scripts/netns-cluster.sh [-H HOSTS] [-r RANKS_PER_HOST] [-m MODE] [-s] [-c COUNT] [-R RATE] [-k]
 #     -H  hosts (default 2)     -r  ranks per host (default 1)
+#     -m  what the ranks run:
+#         allreduce  examples/uid_allreduce.c: checked AllReduce calls of
+#                    COUNT floats and their busbw (the default)
+#         matrix     every collective x type x op x placement x count of the
+#                    core tests, checked (tests/cluster_rank.cc)
+#         kill       checked AllReduce calls until the script kills every
+#                    rank of the last host (SIGKILL, once all ranks are
+#                    running); every other rank must fail within
+#                    NODUS_TIMEOUT_MS (default here 10000) and 3 s to spare
+#         cut        the same, but the last host's link goes down instead
+#                    (no reset reaches anyone: only the timeout can tell);
+#                    every rank, that host's included, must fail in time
+#     -s  a stranger: one more namespace on the bridge that, while the job
+#         starts and runs, connects to every TCP port any host listens on
+#         and sends garbage, or nothing, or hangs up at once; the job must
+#         still be right and some rank must have logged a refusal
 #     -c  floats per AllReduce (default 1M)
 #     -R  shape each host's link, both directions, to RATE (tc units: 1gbit,
 #         500mbit) with HTB and a short pfifo (this kernel has no netem, and
@@ -23,17 +38,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-hosts=2 rpn=1 count=$((1 << 20)) keep=0 rate=""
-while getopts "H:r:c:R:kh" opt; do
+hosts=2 rpn=1 count=$((1 << 20)) keep=0 rate="" mode=allreduce stranger=0
+while getopts "H:r:m:sc:R:kh" opt; do
   case $opt in
     H) hosts=$OPTARG ;;
     r) rpn=$OPTARG ;;
+    m) mode=$OPTARG ;;
+    s) stranger=1 ;;
     c) count=$OPTARG ;;
     R) rate=$OPTARG ;;
     k) keep=1 ;;
-    *) sed -n "2,20p" "$0"; exit 2 ;;
+    *) sed -n "2,35p" "$0"; exit 2 ;;
   esac
 done
+case $mode in
+  allreduce | matrix | kill | cut) ;;
+  *) echo "netns-cluster: unknown mode '$mode' (allreduce, matrix, kill, cut)" >&2; exit 2 ;;
+esac
+fails=0; [ "$mode" = kill ] || [ "$mode" = cut ] && fails=1  # the ranks must fail
+if [ "$fails" -eq 1 ] && [ "$hosts" -lt 2 ]; then echo "netns-cluster: -m $mode needs 2 hosts or more" >&2; exit 2; fi
 # 77: cannot run here (the test driver counts it as skipped).
 [ "$(id -u)" -eq 0 ] || { echo "netns-cluster: needs root (network and UTS namespaces)" >&2; exit 77; }
 probe="ndprobe$$"
@@ -51,7 +74,7 @@ made_ns=() mounted=() pids=()
 cleanup() {
   local rc=$?
   set +e
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in "${pids[@]}" ${stranger_pid:-}; do kill -9 "$p" 2>/dev/null; done
   for m in "${mounted[@]}"; do umount "$m" 2>/dev/null; done
   umount "$work" 2>/dev/null
   for ns in "${made_ns[@]}"; do ip netns del "$ns" 2>/dev/null; done  # takes its veth ends along
@@ -62,7 +85,10 @@ trap cleanup EXIT INT TERM HUP
 
 build=$(cd "$build" && pwd)
 # The build's own copy (built with its flags, sanitizers included) when it has one.
-if [ -x "$build/tests/uid_allreduce" ]; then
+if [ "$mode" != allreduce ]; then
+  [ -x "$build/tests/cluster_rank" ] || { echo "netns-cluster: -m $mode needs $build/tests/cluster_rank (the tests' build)" >&2; exit 2; }
+  cp "$build/tests/cluster_rank" "$work/cluster_rank"
+elif [ -x "$build/tests/uid_allreduce" ]; then
   cp "$build/tests/uid_allreduce" "$work/uid_allreduce"
 else
   cc -O2 -I include examples/uid_allreduce.c -L "$build" -lnodus -Wl,-rpath,"$build" -o "$work/uid_allreduce"
@@ -122,6 +148,39 @@ for ((h = 0; h < hosts; ++h)); do
   unshare --uts="$work/uts$h" hostname "nodus-host$h"; mounted+=("$work/uts$h")
 done
 
+# The stranger's namespace: one more port on the bridge.
+if [ "$stranger" -eq 1 ]; then
+  ns="${tag}x"
+  ip netns add "$ns"; made_ns+=("$ns")
+  ip -n "$switch" link add px type veth peer name eth0x
+  ip -n "$switch" link set eth0x netns "$ns"
+  ip -n "$switch" link set px master br0 up
+  ip -n "$ns" link set eth0x name eth0
+  ip -n "$ns" addr add 10.77.0.250/24 dev eth0
+  ip -n "$ns" link set eth0 up
+fi
+# Until $work/stop exists: every TCP port a host listens on gets, from the
+# stranger's namespace, 256 random bytes, a connection that says nothing for
+# a second, and one closed at once. Counts its connections in $work/probes.
+probe_listeners() {
+  set +e  # a refused or silent connection is what it is after
+  local h ip port n=0
+  while [ ! -e "$work/stop" ]; do
+    for ((h = 0; h < hosts; ++h)); do
+      ip=10.77.0.$((h + 1))
+      for port in $(ip netns exec "${tag}h$h" ss -ltnH 2>/dev/null | awk '{ sub(/.*:/, "", $4); print $4 }'); do
+        ip netns exec "${tag}x" timeout 2 bash -c "exec 3<>/dev/tcp/$ip/$port && head -c 256 /dev/urandom >&3" 2>/dev/null &&
+          n=$((n + 1))
+        ip netns exec "${tag}x" timeout 1 bash -c "exec 3<>/dev/tcp/$ip/$port && sleep 1" 2>/dev/null
+        [ $? -eq 124 ] && n=$((n + 1))
+        ip netns exec "${tag}x" timeout 2 bash -c "exec 3<>/dev/tcp/$ip/$port" 2>/dev/null && n=$((n + 1))
+        echo "$n" > "$work/probes"
+      done
+    done
+    sleep 0.02
+  done
+}
+
 nranks=$((hosts * rpn))
 # Under AddressSanitizer (scripts/test.sh's build-asan), LeakSanitizer's exit
 # check crashes in these namespaces on some kernels ("Tracer caught signal
@@ -131,15 +190,60 @@ nranks=$((hosts * rpn))
 # checks but without the leak check here; the tcp tests outside namespaces
 # check the same code for leaks.
 if [ -n "${ASAN_OPTIONS:-}" ]; then export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"; fi
-echo "netns-cluster: $hosts host(s) x $rpn rank(s), 10.77.0.1-$hosts on a bridge in namespace $switch${rate:+, links shaped to $rate}"
+echo "netns-cluster: $hosts host(s) x $rpn rank(s), 10.77.0.1-$hosts on a bridge in namespace $switch${rate:+, links shaped to $rate}, running $mode$( [ "$stranger" -eq 1 ] && echo ", with a stranger")"
+[ "$stranger" -eq 1 ] && { echo 0 > "$work/probes"; probe_listeners & stranger_pid=$!; }
+[ "$fails" -eq 1 ] && export NODUS_TIMEOUT_MS=${NODUS_TIMEOUT_MS:-10000}
 for ((r = 0; r < nranks; ++r)); do
   h=$((r / rpn))
-  NODUS_SOCKET_IFNAME=eth0 ip netns exec "${tag}h$h" nsenter --uts="$work/uts$h" \
-    "$work/uid_allreduce" "$r" "$nranks" "$work/id" "$count" > "$work/rank$r.out" 2>&1 &
+  case $mode in
+    allreduce) cmd=("$work/uid_allreduce" "$r" "$nranks" "$work/id" "$count") ;;
+    matrix) cmd=("$work/cluster_rank" "$r" "$nranks" "$work/id" matrix) ;;
+    kill | cut) cmd=("$work/cluster_rank" "$r" "$nranks" "$work/id" survive "$work") ;;
+  esac
+  NODUS_SOCKET_IFNAME=eth0 ip netns exec "${tag}h$h" nsenter --uts="$work/uts$h" "${cmd[@]}" > "$work/rank$r.out" 2>&1 &
   pids+=($!)
+  if [ "$r" -eq 0 ] && [ "$stranger" -eq 1 ]; then
+    # The others join once the stranger has been at rank 0's bootstrap
+    # listener (the job's listeners are open only while it starts).
+    for ((waited = 0; waited < 300 && $(cat "$work/probes") < 6; ++waited)); do sleep 0.1; done
+  fi
 done
 status=0
+first_victim=$(((hosts - 1) * rpn))
+if [ "$fails" -eq 1 ]; then
+  # Once every rank has had a call right, the last host goes away.
+  for ((waited = 0; waited < 600; ++waited)); do
+    running=$(find "$work" -maxdepth 1 -name 'running.*' | wc -l)
+    [ "$running" -eq "$nranks" ] && break
+    sleep 0.1
+  done
+  [ "$running" -eq "$nranks" ] || { echo "netns-cluster: only $running of $nranks ranks got going" >&2; status=1; }
+  sleep 0.3
+  killed_at=$(date +%s%3N)
+  if [ "$mode" = kill ]; then
+    for ((r = first_victim; r < nranks; ++r)); do kill -9 "${pids[$r]}"; done
+    echo "netns-cluster: killed the ranks of nodus-host$((hosts - 1)) (ranks $first_victim-$((nranks - 1)))"
+  else
+    ip -n "${tag}h$((hosts - 1))" link set eth0 down
+    echo "netns-cluster: cut the link of nodus-host$((hosts - 1)) (ranks $first_victim-$((nranks - 1)))"
+  fi
+fi
 for ((r = 0; r < nranks; ++r)); do
+  if [ "$fails" -eq 1 ]; then
+    rc=0
+    { wait "${pids[$r]}"; } 2>/dev/null || rc=$?  # no "Killed" line from bash for the victims
+    cat "$work/rank$r.out"
+    if [ "$mode" = kill ] && ((r >= first_victim)); then continue; fi
+    at=$(sed -n 's/^rank [0-9]* failed at \([0-9]*\):.*/\1/p' "$work/rank$r.out")
+    if [ "$rc" -ne 1 ] || [ -z "$at" ]; then
+      echo "netns-cluster: rank $r did not fail as it should (exit $rc)" >&2; status=1
+    elif ((at - killed_at > NODUS_TIMEOUT_MS + 3000)); then
+      echo "netns-cluster: rank $r failed $((at - killed_at)) ms after the kill (NODUS_TIMEOUT_MS=$NODUS_TIMEOUT_MS)" >&2; status=1
+    else
+      echo "  rank $r failed $((at - killed_at)) ms after the $mode"
+    fi
+    continue
+  fi
   wait "${pids[$r]}" || status=1
   if [ -n "$rate" ]; then
     link=$(rate_gbs "$rate")
@@ -154,6 +258,21 @@ for ((r = 0; r < nranks; ++r)); do
   fi
 done
 pids=()
+if [ "$stranger" -eq 1 ]; then
+  touch "$work/stop"
+  wait "$stranger_pid" 2>/dev/null || true
+  stranger_pid=""
+  probes=$(cat "$work/probes")
+  refused=$(cat "$work"/rank*.out | grep -c "refused" || true)
+  echo "netns-cluster: the stranger made $probes connection(s); the ranks logged $refused refusal(s)"
+  if [ "$probes" -eq 0 ] || [ "$refused" -eq 0 ]; then
+    echo "netns-cluster: the stranger never reached a listener, or no rank noticed it" >&2; status=1
+  fi
+fi
 [ "$keep" -eq 1 ] && read -r -p "namespaces ${tag}* kept; Enter tears them down " _
-[ "$status" -eq 0 ] && echo "netns-cluster: every rank right" || echo "netns-cluster: some rank failed" >&2
+if [ "$fails" -eq 1 ]; then
+  [ "$status" -eq 0 ] && echo "netns-cluster: every rank that should fail failed in time" || echo "netns-cluster: some rank did not fail in time" >&2
+else
+  [ "$status" -eq 0 ] && echo "netns-cluster: every rank right" || echo "netns-cluster: some rank failed" >&2
+fi
 exit $status
