@@ -190,7 +190,11 @@ nranks=$((hosts * rpn))
 # checks but without the leak check here; the tcp tests outside namespaces
 # check the same code for leaks.
 if [ -n "${ASAN_OPTIONS:-}" ]; then export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"; fi
-echo "netns-cluster: $hosts host(s) x $rpn rank(s), 10.77.0.1-$hosts on a bridge in namespace $switch${rate:+, links shaped to $rate}, running $mode$( [ "$stranger" -eq 1 ] && echo ", with a stranger")"
+# TCP's congestion control in the hosts: a new namespace takes the kernel's
+# default (bbr on this project's machines, where sysctl refuses to set cubic
+# inside a namespace); shaped-link figures depend on it.
+cc=$(ip netns exec "${tag}h0" sysctl -n net.ipv4.tcp_congestion_control 2>/dev/null || echo unknown)
+echo "netns-cluster: $hosts host(s) x $rpn rank(s), 10.77.0.1-$hosts on a bridge in namespace $switch${rate:+, links shaped to $rate} (tcp $cc), running $mode$( [ "$stranger" -eq 1 ] && echo ", with a stranger")"
 [ "$stranger" -eq 1 ] && { echo 0 > "$work/probes"; probe_listeners & stranger_pid=$!; }
 [ "$fails" -eq 1 ] && export NODUS_TIMEOUT_MS=${NODUS_TIMEOUT_MS:-10000}
 for ((r = 0; r < nranks; ++r)); do
