@@ -100,6 +100,17 @@ struct CostModel {
   // 2 cores, 128 KiB Broadcast: chain 62 us, 7 hops of 8.9; tree 143, 3
   // levels of 48).
   double busyShare = 1.0;
+  // How much longer a hand-off inside an oversubscribed host takes in a
+  // round where every rank exchanges at once (halving-doubling, Bruck,
+  // direct): the round ends only when every rank has run. 1 elsewhere;
+  // CostModel::of. exchanging() prices those rounds.
+  double exchangeAlphaShare = 1.0;
+  CostModel exchanging() const {
+    CostModel m = *this;
+    if (alphaUs == intraAlphaUs) m.alphaUs *= exchangeAlphaShare;
+    m.intraAlphaUs *= exchangeAlphaShare;
+    return m;
+  }
   double alphaBetween(int a, int b) const;
   // alphaBetween for such a streaming step: streamHandoffUs inside a host.
   double streamAlphaBetween(int a, int b) const;

@@ -36,11 +36,18 @@ Status build(const PlanKey& k, const PlanContext&, Plan& plan) {
   }
   for (int i = 1; i < p; ++i) b.send(modRank(k.rank + i, p), own, n);
   const Range out{Buf::Recv, 0};
-  if (k.rank == 0)
-    b.copy(own, out, n);
-  else
+  // Ranks 0 and 1 fold their own contribution with the other's as they read
+  // it (one pass where a copy and a fold were two; the operations are
+  // commutative, as the rank-order fold below already assumes). The others
+  // start from rank 0's contribution.
+  int next = 2;
+  if (k.rank <= 1) {
+    b.recvReduceCopy(1 - k.rank, own, out, n, p == 2);
+  } else {
     b.recv(0, out, n);
-  for (int j = 1; j < p; ++j) {
+    next = 1;
+  }
+  for (int j = next; j < p; ++j) {
     const bool last = (j == p - 1);
     if (j == k.rank)
       b.reduce(own, out, n, last);
@@ -50,19 +57,29 @@ Status build(const PlanKey& k, const PlanContext&, Plan& plan) {
   return Status::ok();
 }
 
-double cost(const PlanKey& k, const PlanContext&, const CostModel& m) {
+double cost(const PlanKey& k, const PlanContext&, const CostModel& model) {
+  // Every rank sends and receives at once: CostModel::exchanging.
+  const CostModel m = model.exchanging();
   const double p = k.nranks;
   const double bytes = static_cast<double>(k.count) * k.typeSize;
   double alpha = m.alphaUs;
   for (int r = 1; r < k.nranks; ++r) alpha = std::max(alpha, m.alphaBetween(0, r));
   // A rank folds each contribution as it reads it out of the slot (one pass,
-  // recvReduceCopy), so reading and reducing overlap: the slower of the two
-  // sets the pace. Measured, 2 ranks on shm, 128 KiB: 11.6 us, where beta
-  // alone prices 13.7 and beta + gamma 24.6 (the ring: 15.6 measured).
+  // recvReduceCopy; ranks 0 and 1 fold their own in the same pass), so with
+  // a core each, reading and reducing overlap: the slower of the two sets
+  // the pace. 2 ranks on shm, 64 and 128 KiB: 8.6 and 17.4 us measured
+  // (medians of 4 runs of nodus-perf -a all --rounds 3; the ring 8.6 and
+  // 18.2), priced 7.2 and 13.7; beta + gamma would price 12.6 and 24.6.
   // Every rank folds p-1 whole vectors at once: where ranks share cores,
-  // they share that work too (4 ranks on 2 cores, 128 KiB: 130 us measured,
-  // 54 priced without the share, 93.6 with it): CostModel::busyShare.
-  return alpha + (p - 1) * bytes * std::max(m.betaUsPerByte, m.gammaUsPerByte) * m.busyShare;
+  // they share that work too: CostModel::busyShare. There a rank's copies
+  // into its peers' slots and its folds no longer overlap with anything but
+  // each other on the same cores, so they add up: 8 ranks on 2 cores, 8 KiB,
+  // measured 45.6 us (median of 4 runs), priced 25.4 by the slower of beta
+  // and gamma and 45.5 by their sum; 4 ranks, 16 KiB: 17.0, 12.3 and 20.5
+  // (halving-doubling, 15.0 measured, takes it).
+  const double perByte =
+      m.busyShare > 1.0 ? m.betaUsPerByte + m.gammaUsPerByte : std::max(m.betaUsPerByte, m.gammaUsPerByte);
+  return alpha + (p - 1) * bytes * perByte * m.busyShare;
 }
 
 }  // namespace

@@ -240,7 +240,8 @@ double bruckPacing(int p, int d, uint64_t blockBytes, const PlanContext& ctx) {
 double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& model) {
   // Every rank works at once: its local passes and reductions pay the
   // host's busyShare (concurrentBeta and busyBetaBetween its copies).
-  CostModel m = model;
+  // All at once also ends a round only when every rank has run.
+  CostModel m = model.exchanging();
   m.passUsPerByte *= m.busyShare;
   m.gammaUsPerByte *= m.busyShare;
   const Fold f(k.nranks);

@@ -3,6 +3,7 @@
 // choices on given fabrics.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -541,6 +542,38 @@ TEST(Tuner, OversubscribedHostGivesTheRingAllGatherFrom128KiB) {
     EXPECT_DOUBLE_EQ(m.busyShare, ranks / 2.0);
     EXPECT_DOUBLE_EQ(m.busyBetaBetween(0, 1), m.betaBetween(0, 1) * ranks / 2.0);
   }
+}
+
+// Where ranks share cores, a round in which every rank exchanges at once
+// (direct, halving-doubling, Bruck) waits for every rank to have run, and
+// direct's copies and folds add up instead of overlapping. The picks of
+// nodus-perf -a all --rounds 3 on 2 cores (medians of 4 runs, 2026-12-04).
+TEST(Tuner, OversubscribedExchangeRoundsWaitForEveryRank) {
+  Topology eight = build(FabricConfig{}, 1, 8);
+  eight.oversubscribed = true;
+  eight.coreShare = 4;
+  // 8 ranks: direct 23.3 us at 4 KiB (halving-doubling 26.5); at 8 KiB
+  // direct 45.6, halving-doubling 29.3.
+  EXPECT_STREQ(pick(eight, Collective::AllReduce, 4 << 10), "direct");
+  EXPECT_STREQ(pick(eight, Collective::AllReduce, 8 << 10), "halving-doubling");
+  // AllGather: Bruck 28.8 us at 32 KiB (ring 32.4), the ring 38.6 at 64 KiB
+  // (Bruck 43.2).
+  EXPECT_STREQ(pick(eight, Collective::AllGather, 32 << 10), "halving-doubling");
+  EXPECT_STREQ(pick(eight, Collective::AllGather, 64 << 10), "ring");
+  PlanContext ctx;
+  ctx.topo = &eight;
+  const CostModel m = CostModel::of(ctx);
+  EXPECT_DOUBLE_EQ(m.exchangeAlphaShare, std::sqrt(2.0));
+  EXPECT_DOUBLE_EQ(m.exchanging().alphaBetween(0, 1), m.alphaBetween(0, 1) * std::sqrt(2.0));
+  // 4 ranks: 16 KiB to halving-doubling (13.5 us; direct 14.1, priced by
+  // the slower of beta and gamma alone it took it at 17.0 against 15.0).
+  Topology four = build(FabricConfig{}, 1, 4);
+  four.oversubscribed = true;
+  four.coreShare = 2;
+  EXPECT_STREQ(pick(four, Collective::AllReduce, 8 << 10), "direct");
+  EXPECT_STREQ(pick(four, Collective::AllReduce, 16 << 10), "halving-doubling");
+  ctx.topo = &four;
+  EXPECT_DOUBLE_EQ(CostModel::of(ctx).exchangeAlphaShare, 1.0);
 }
 
 TEST(Tuner, OneHostUsesIntraHostConstants) {
