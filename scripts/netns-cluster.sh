@@ -242,7 +242,7 @@ for ((r = 0; r < nranks; ++r)); do
     if [ "$rc" -ne 1 ] || [ -z "$at" ]; then
       echo "netns-cluster: rank $r did not fail as it should (exit $rc)" >&2; status=1
     elif ((at - killed_at > NODUS_TIMEOUT_MS + 3000)); then
-      echo "netns-cluster: rank $r failed $((at - killed_at)) ms after the kill (NODUS_TIMEOUT_MS=$NODUS_TIMEOUT_MS)" >&2; status=1
+      echo "netns-cluster: rank $r failed $((at - killed_at)) ms after the $mode (NODUS_TIMEOUT_MS=$NODUS_TIMEOUT_MS)" >&2; status=1
     else
       echo "  rank $r failed $((at - killed_at)) ms after the $mode"
     fi
