@@ -107,7 +107,8 @@ struct CostModel {
   double exchangeAlphaShare = 1.0;
   CostModel exchanging() const {
     CostModel m = *this;
-    if (alphaUs == intraAlphaUs) m.alphaUs *= exchangeAlphaShare;
+    // On one host alphaUs is the intra-host alpha (CostModel::of).
+    if (topo == nullptr || topo->hosts.size() <= 1) m.alphaUs *= exchangeAlphaShare;
     m.intraAlphaUs *= exchangeAlphaShare;
     return m;
   }

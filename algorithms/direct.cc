@@ -1,7 +1,10 @@
 // Direct: every rank sends its whole input to every other rank and folds all
 // contributions locally in rank order. One message latency instead of 2(p-1):
-// the small-message AllReduce. Every rank folds in the same order, so every
-// rank gets bitwise the same result.
+// the small-message AllReduce. Every rank folds the contributions in the same
+// order, so every rank gets bitwise the same result, except that a fold's two
+// operands may come in either order (rank j folds acc op x_j, the others x_j
+// op acc): exact for sum, prod and avg, while min and max may then differ in
+// the sign of a zero, and any op in a NaN's payload.
 #include "algorithms/direct.h"
 
 #include <algorithm>
@@ -37,9 +40,9 @@ Status build(const PlanKey& k, const PlanContext&, Plan& plan) {
   for (int i = 1; i < p; ++i) b.send(modRank(k.rank + i, p), own, n);
   const Range out{Buf::Recv, 0};
   // Ranks 0 and 1 fold their own contribution with the other's as they read
-  // it (one pass where a copy and a fold were two; the operations are
-  // commutative, as the rank-order fold below already assumes). The others
-  // start from rank 0's contribution.
+  // it (one pass where a copy and a fold were two): rank 0 computes x1 op x0
+  // and rank 1 x0 op x1, as the copy and fold before did. The others start
+  // from rank 0's contribution.
   int next = 2;
   if (k.rank <= 1) {
     b.recvReduceCopy(1 - k.rank, own, out, n, p == 2);
@@ -67,16 +70,17 @@ double cost(const PlanKey& k, const PlanContext&, const CostModel& model) {
   // A rank folds each contribution as it reads it out of the slot (one pass,
   // recvReduceCopy; ranks 0 and 1 fold their own in the same pass), so with
   // a core each, reading and reducing overlap: the slower of the two sets
-  // the pace. 2 ranks on shm, 64 and 128 KiB: 8.6 and 17.4 us measured
-  // (medians of 4 runs of nodus-perf -a all --rounds 3; the ring 8.6 and
-  // 18.2), priced 7.2 and 13.7; beta + gamma would price 12.6 and 24.6.
+  // the pace. 2 ranks on shm, 64 and 128 KiB: 7.9 and 18.6 us measured
+  // (medians of 8 runs of nodus-perf -a all --rounds 3, 2026-12-04), priced
+  // 7.2 and 13.7; beta + gamma would price 12.6 and 24.6.
   // Every rank folds p-1 whole vectors at once: where ranks share cores,
   // they share that work too: CostModel::busyShare. There a rank's copies
   // into its peers' slots and its folds no longer overlap with anything but
   // each other on the same cores, so they add up: 8 ranks on 2 cores, 8 KiB,
-  // measured 45.6 us (median of 4 runs), priced 25.4 by the slower of beta
-  // and gamma and 45.5 by their sum; 4 ranks, 16 KiB: 17.0, 12.3 and 20.5
-  // (halving-doubling, 15.0 measured, takes it).
+  // measured 46.1 us (median of the 8 runs above), priced 26.5 by the slower
+  // of beta and gamma and 45.6 by their sum (halving-doubling: 28.9
+  // measured, 32.2 priced, takes it); 4 ranks, 16 KiB: 14.4, 12.3 and 20.5
+  // (halving-doubling: 13.4 measured, 19.4 priced).
   const double perByte =
       m.busyShare > 1.0 ? m.betaUsPerByte + m.gammaUsPerByte : std::max(m.betaUsPerByte, m.gammaUsPerByte);
   return alpha + (p - 1) * bytes * perByte * m.busyShare;

@@ -312,6 +312,50 @@ TEST_P(VerifierSample, AllAlgorithms) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, VerifierSample, ::testing::Values(96, 127, 128, 255, 256, 509, 512, 1000, 1024));
 
+// Direct: ranks 0 and 1 fold their own contribution with the other's in the
+// step that reads it (no copy before the fold); the last fold of every rank,
+// and only it, finishes an average.
+TEST(DirectPlan, RanksZeroAndOneFoldAsTheyRead) {
+  for (int p : {2, 3, 5})
+    for (bool inPlace : {false, true})
+      for (int rank = 0; rank < p; ++rank) {
+        Plan plan;
+        plan.key = PlanKey{Collective::AllReduce, p, rank, 1000, 4, 0, inPlace};
+        PlanContext ctx;
+        ASSERT_TRUE(findAlgorithm("direct")->build(plan.key, ctx, plan).isOk());
+        const Range own = inPlace ? Range{Buf::Scratch, 0} : Range{Buf::Send, 0};
+        int folds = 0, avgs = 0, copiesToRecv = 0;
+        const Step* firstIn = nullptr;
+        for (const Step& st : plan.steps) {
+          if (st.op == Op::Copy && st.dst.buf == Buf::Recv) ++copiesToRecv;
+          if (st.op == Op::RecvReduceCopy || st.op == Op::Reduce) ++folds;
+          avgs += st.finalAvg ? 1 : 0;
+          if (!firstIn && (opReceives(st.op) || st.op == Op::Reduce)) firstIn = &st;
+        }
+        SCOPED_TRACE(describe(plan));
+        EXPECT_EQ(copiesToRecv, 0);
+        EXPECT_EQ(avgs, 1);
+        EXPECT_TRUE(plan.steps.back().finalAvg);
+        ASSERT_NE(firstIn, nullptr);
+        if (rank <= 1) {
+          EXPECT_EQ(firstIn->op, Op::RecvReduceCopy);
+          EXPECT_EQ(firstIn->recvPeer, 1 - rank);
+          EXPECT_EQ(firstIn->src.buf, own.buf);
+          EXPECT_EQ(folds, p - 1);
+        } else {
+          EXPECT_EQ(firstIn->op, Op::Recv);
+          EXPECT_EQ(firstIn->recvPeer, 0);
+          EXPECT_EQ(folds, p - 1);
+        }
+      }
+  for (int p : {2, 3, 5})
+    for (bool inPlace : {false, true}) {
+      const Status s = verifyAlgorithm(*findAlgorithm("direct"), VerifyCase{Collective::AllReduce, p, 1000, 0, inPlace, 4},
+                                       PlanContext{});
+      EXPECT_TRUE(s.isOk()) << p << " ranks: " << s.message();
+    }
+}
+
 TEST(Verifier, LargeSlicesAndManySlots) {
   PlanContext ctx;
   ctx.sliceBytes = 1 << 19;
