@@ -1,10 +1,8 @@
 // Direct: every rank sends its whole input to every other rank and folds all
 // contributions locally in rank order. One message latency instead of 2(p-1):
 // the small-message AllReduce. Every rank folds the contributions in the same
-// order, so every rank gets bitwise the same result, except that a fold's two
-// operands may come in either order (rank j folds acc op x_j, the others x_j
-// op acc): exact for sum, prod and avg, while min and max may then differ in
-// the sign of a zero, and any op in a NaN's payload.
+// order, each operation's operands too, so every rank gets bitwise the same
+// result, min and max of signed zeros and NaNs included.
 #include "algorithms/direct.h"
 
 #include <algorithm>
@@ -39,13 +37,14 @@ Status build(const PlanKey& k, const PlanContext&, Plan& plan) {
   }
   for (int i = 1; i < p; ++i) b.send(modRank(k.rank + i, p), own, n);
   const Range out{Buf::Recv, 0};
+  // Every rank computes (((x0 op x1) op x2) op ...) with the operands in
+  // that order (Step::receivedLast where the received one comes second).
   // Ranks 0 and 1 fold their own contribution with the other's as they read
-  // it (one pass where a copy and a fold were two): rank 0 computes x1 op x0
-  // and rank 1 x0 op x1, as the copy and fold before did. The others start
-  // from rank 0's contribution.
+  // it (one pass where a copy and a fold were two); the others start from
+  // rank 0's contribution.
   int next = 2;
   if (k.rank <= 1) {
-    b.recvReduceCopy(1 - k.rank, own, out, n, p == 2);
+    b.recvReduceCopy(1 - k.rank, own, out, n, p == 2, /*receivedLast=*/k.rank == 0);
   } else {
     b.recv(0, out, n);
     next = 1;
@@ -53,9 +52,9 @@ Status build(const PlanKey& k, const PlanContext&, Plan& plan) {
   for (int j = next; j < p; ++j) {
     const bool last = (j == p - 1);
     if (j == k.rank)
-      b.reduce(own, out, n, last);
+      b.reduce(own, out, n, last);  // out op own
     else
-      b.recvReduceCopy(j, out, out, n, last);
+      b.recvReduceCopy(j, out, out, n, last, /*receivedLast=*/true);
   }
   return Status::ok();
 }

@@ -31,8 +31,10 @@ class PlanBuilder {
   void recvReduceSend(int from, int to, Range src, uint64_t n) {
     add({Op::RecvReduceSend, from, to, src, {}, n, false});
   }
-  void recvReduceCopy(int from, Range src, Range dst, uint64_t n, bool avg = false) {
-    add({Op::RecvReduceCopy, from, -1, src, dst, n, avg});
+  void recvReduceCopy(int from, Range src, Range dst, uint64_t n, bool avg = false, bool receivedLast = false) {
+    Step s{Op::RecvReduceCopy, from, -1, src, dst, n, avg};
+    s.receivedLast = receivedLast;
+    add(s);
   }
   void recvReduceCopySend(int from, int to, Range src, Range dst, uint64_t n, bool avg = false) {
     add({Op::RecvReduceCopySend, from, to, src, dst, n, avg});

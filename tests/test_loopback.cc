@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -139,6 +140,42 @@ INSTANTIATE_TEST_SUITE_P(Ranks, LoopbackMatrix, ::testing::Range(1, 17),
                          });
 
 // ---- Communicator basics -----------------------------------------------------------
+
+// Every rank gets bitwise the same AllReduce result, also where the order of
+// an operation's operands shows: min and max of +0 and -0, and the payload
+// of the NaN a sum of two different NaNs returns. Direct folds every element
+// on every rank, so it must keep each fold's operands in one order there.
+TEST(Loopback, AllReduceGivesEveryRankTheSameBits) {
+  Watchdog watchdog("same bits", seconds(120));
+  ScopedEnv timeout("NODUS_TIMEOUT_MS", "20000");
+  const float nanA = std::bit_cast<float>(0x7fc00001u), nanB = std::bit_cast<float>(0x7fc00002u);
+  for (const char* algo : {"direct", "ring", "tree", "halving-doubling"})
+    for (int n : {2, 3, 5}) {
+      ScopedEnv forced("NODUS_ALGO", algo);
+      LoopbackComms comms(n);
+      ASSERT_TRUE(comms.ok());
+      constexpr size_t kCount = 64;
+      for (nodusRedOp_t op : {nodusMin, nodusMax, nodusSum}) {
+        std::vector<std::vector<float>> in(static_cast<size_t>(n), std::vector<float>(kCount));
+        std::vector<std::vector<float>> out(static_cast<size_t>(n), std::vector<float>(kCount));
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < kCount; ++i) {
+            const bool odd = (r + static_cast<int>(i)) % 2 == 1;
+            in[static_cast<size_t>(r)][i] = op == nodusSum ? (odd ? nanA : nanB) : (odd ? -0.0f : 0.0f);
+          }
+        std::vector<nodusResult_t> res(static_cast<size_t>(n), nodusSuccess);
+        OnEveryRank(n, [&](int r) {
+          res[static_cast<size_t>(r)] = nodusAllReduce(in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(),
+                                                       kCount, nodusFloat32, op, comms[r]);
+        });
+        for (int r = 0; r < n; ++r) ASSERT_EQ(res[static_cast<size_t>(r)], nodusSuccess) << algo << " rank " << r;
+        for (int r = 1; r < n; ++r)
+          for (size_t i = 0; i < kCount; ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(out[static_cast<size_t>(r)][i]), std::bit_cast<uint32_t>(out[0][i]))
+                << algo << ", " << n << " ranks, op " << op << ": rank " << r << " element " << i << " differs from rank 0";
+      }
+    }
+}
 
 TEST(Loopback, CountAndRankOfEveryComm) {
   for (int n : {1, 3, 16}) {

@@ -337,6 +337,12 @@ TEST(DirectPlan, RanksZeroAndOneFoldAsTheyRead) {
         EXPECT_EQ(avgs, 1);
         EXPECT_TRUE(plan.steps.back().finalAvg);
         ASSERT_NE(firstIn, nullptr);
+        // Every fold is acc op x_j: the received contribution comes second,
+        // except on rank 1's first fold, where it is x0.
+        for (const Step& st : plan.steps) {
+          if (st.op != Op::RecvReduceCopy) continue;
+          EXPECT_EQ(st.receivedLast, !(rank == 1 && &st == firstIn));
+        }
         if (rank <= 1) {
           EXPECT_EQ(firstIn->op, Op::RecvReduceCopy);
           EXPECT_EQ(firstIn->recvPeer, 1 - rank);

@@ -11,6 +11,7 @@
 #include <climits>
 #include <ctime>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/comm.h"
@@ -227,8 +228,11 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
       case Op::RecvReduceCopy:
       case Op::RecvReduceCopySend: {
         std::byte* dst = resolve(t, st.dst, off, ts);
-        if (fin) reduceAvgFinal(t.type, dst, in, resolve(t, st.src, off, ts), n, p);
-        else reduce(t.type, op, dst, in, resolve(t, st.src, off, ts), n);
+        const std::byte* a = in;
+        const std::byte* b = resolve(t, st.src, off, ts);
+        if (st.receivedLast) std::swap(a, b);
+        if (fin) reduceAvgFinal(t.type, dst, a, b, n, p);
+        else reduce(t.type, op, dst, a, b, n);
         if (out && !sendOut(dst)) return moved;
         break;
       }

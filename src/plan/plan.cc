@@ -72,6 +72,7 @@ std::string describe(const Plan& plan) {
     if (s.op != Op::Send && s.op != Op::RecvReduceSend)
       os << " dst=" << bufName(s.dst.buf) << "+" << s.dst.offset;
     if (s.finalAvg) os << " avg";
+    if (s.receivedLast) os << " received-last";
     os << "\n";
   }
   return os.str();

@@ -72,6 +72,11 @@ struct Step {
   // This step writes a final value of an average: the executor divides by
   // nranks here (when the call's op is nodusAvg).
   bool finalAvg = false;
+  // RecvReduceCopy[Send]: fold as src op received, where the default is
+  // received op src. A plan in which every rank folds every element (direct)
+  // keeps the operands in one order on every rank with it, so min and max
+  // give every rank the same zero sign and NaN.
+  bool receivedLast = false;
   // What this step sends (src for Send, dst for Recv[Reduce]CopySend) is not
   // written again by the plan once the step has run (markStableSends): a
   // transport may send it from there rather than from a copy in a slot
