@@ -547,7 +547,7 @@ TEST(Tuner, OversubscribedHostGivesTheRingAllGatherFrom128KiB) {
 // Where ranks share cores, a round in which every rank exchanges at once
 // (direct, halving-doubling, Bruck) waits for every rank to have run, and
 // direct's copies and folds add up instead of overlapping. The picks of
-// nodus-perf -a all --rounds 3 on 2 cores (medians of 4 runs, 2026-12-04).
+// nodus-perf -a all --rounds 3 on 2 cores (medians of 8 runs, 2026-12-04).
 TEST(Tuner, OversubscribedExchangeRoundsWaitForEveryRank) {
   Topology eight = build(FabricConfig{}, 1, 8);
   eight.oversubscribed = true;

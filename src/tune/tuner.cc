@@ -45,12 +45,12 @@ CostModel CostModel::of(const PlanContext& ctx) {
     // rank on 4 ranks and 1.6 on 8 (4 MiB), 10 with a core each.
     m.busyShare = std::max(1.0, t->coreShare);
     // A ring step hands a slice to one neighbour: 2.6-2.7 us on 8 ranks as
-    // on 4 (AllReduce and AllGather, 256 B-2 KiB, medians of 4 runs of -a
-    // all --rounds 3). A round in which every rank exchanges at once ends
+    // on 4 (AllReduce and AllGather, 256 B-2 KiB, medians of 8 runs of -a
+    // all --rounds 3, 2026-12-04). A round in which every rank exchanges at once ends
     // only when every rank has run: halving-doubling 3.8 us and Bruck 5.4 on
     // 8 ranks, 1.7 and 2.9 on 4. The square root of the ranks a core over 2
     // (1 on 4 ranks, 1.41 on 8) puts each pick of those runs right: 8 ranks,
-    // AllReduce of 8 KiB to halving-doubling (direct 45.6 us, 29.3), and
+    // AllReduce of 8 KiB to halving-doubling (direct 46.1 us, 28.9), and
     // AllGather of 32 KiB still to Bruck, 64 KiB to the ring.
     m.exchangeAlphaShare = std::sqrt(std::max(1.0, t->coreShare / 2.0));
   }
