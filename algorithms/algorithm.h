@@ -41,6 +41,13 @@ struct PlanContext {
   // What one round of the executor's cursor moves per step: a chain of
   // steps pays its latency once per this many bytes (sliceRounds).
   uint64_t roundBytes() const { return sliceBytes * (roundSlices ? roundSlices : 1); }
+  // What a host's local work costs, where the caller knows the hosts better
+  // than the constants CostModel::of measured on this project's machines
+  // (negative: those). nodus-sim sets what it simulates, so that the tuner
+  // prices the machine it runs: the reductions at the simulated speed (0
+  // when it simulates the network only) and no local passes.
+  double gammaUsPerByte = -1;  // CostModel::gammaUsPerByte
+  double passUsPerByte = -1;   // CostModel::passUsPerByte
 };
 
 // NODUS_DIRECT_MAX_BYTES=-1: 128 KiB where every rank has a core of its own,
@@ -77,7 +84,8 @@ struct CostModel {
   double intraLinkBetaUsPerByte = 1.0 / 8000.0;
   // A local pass over each byte an unfused step sends (it reads back what a
   // finished phase wrote instead of forwarding a slice as it arrives): memory
-  // traffic, not network, so nodus-sim leaves it out of its comparisons.
+  // traffic, not network: nodus-sim does not simulate it, and prices its
+  // machine without it (PlanContext::passUsPerByte).
   double passUsPerByte = 0;
   // How many flows share a leaf's uplinks when every host of a leaf sends
   // off-leaf at once (fat-tree oversubscription; 1 elsewhere).

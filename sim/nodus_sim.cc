@@ -29,6 +29,7 @@ struct Options {
   std::vector<std::string> fabrics;           // --fabric specs; empty: the environment as is
   SimSpec base;
   bool json = false, sweep = false;
+  bool estimates = false;  // --estimates: the tuner's prices only, nothing simulated
   int jobs = 1;
 };
 
@@ -61,6 +62,8 @@ void usage(FILE* f) {
           "  --cfg NAME:VALUE     extra SimGrid configuration\n"
           "  --sweep              tables of algorithms x sizes per fabric: best, the tuner's pick, its error\n"
           "  -j N                 simulations at once (default 1); --timeout S per simulation\n"
+          "  --estimates          simulate nothing: per fabric and size, the tuner's pick and its estimate of every\n"
+          "                       algorithm, priced as the simulation would run them (reductions per --compute)\n"
           "  --json               results as JSON (one array)\n\n"
           "Every result also prints a line for scripts:\n"
           "  RESULT coll=... algo=... bytes=... hosts=... ranks=... sim_us=... bound_us=... tuner_us=...\n");
@@ -312,6 +315,12 @@ int run(Options& o) {
       Choice choice;
       if (Status s = chooseAlgorithm(key, fj.ctx, rules, &choice); !s.isOk())
         return fprintf(stderr, "nodus-sim: %s\n", s.message().c_str()), 1;
+      if (o.estimates) {
+        printf("ESTIMATE fabric=%s coll=%s bytes=%llu hosts=%zu ranks=%d pick=%s slice=%llu estimates=\"%s\"\n",
+               fj.name.c_str(), lowerName(o.coll).c_str(), static_cast<unsigned long long>(bytes), fj.topo.hosts.size(),
+               p, choice.algo->name, static_cast<unsigned long long>(choice.sliceBytes), choice.explain().c_str());
+        continue;
+      }
       std::vector<std::string> run;
       if (all)
         for (const Estimate& e : choice.estimates) run.push_back(e.algo->name);
@@ -333,6 +342,7 @@ int run(Options& o) {
       }
     }
   }
+  if (o.estimates) return 0;
   // Registry order for the table columns.
   std::vector<std::string> ordered;
   for (const Algorithm* a : algorithms())
@@ -498,6 +508,8 @@ int main(int argc, char** argv) {
       o.base.timeoutS = number("seconds");
     } else if (a == "--json") {
       o.json = true;
+    } else if (a == "--estimates") {
+      o.estimates = true;
     } else {
       fprintf(stderr, "nodus-sim: unknown option %s\n", a.c_str());
       usage(stderr);

@@ -58,6 +58,12 @@ PlanContext contextFor(const SimSpec& spec, const Topology& topo) {
   const int64_t env = param::kRoundSlices.get();
   ctx.roundSlices = spec.roundSlices ? spec.roundSlices : static_cast<uint32_t>(env > 0 ? env : std::max<uint32_t>(1, ctx.slots / 2));
   ctx.topo = &topo;
+  // The tuner prices the machine simulated: reductions as the run models
+  // them (SimSpec::gammaGBs), the local passes it does not model free.
+  ctx.gammaUsPerByte = spec.gammaGBs < 0 ? CostModel::of(ctx).gammaUsPerByte
+                       : spec.gammaGBs > 0 ? 1.0 / (spec.gammaGBs * 1e3)
+                                           : 0.0;
+  ctx.passUsPerByte = 0;
   return ctx;
 }
 
@@ -185,22 +191,19 @@ SimOutcome runChild(const SimSpec& spec) {
   out.sliceBytes = ctx.sliceBytes;
   out.channels = channelsFor(*algo, key0, ctx);
 
-  // The tuner's view: as chooseAlgorithm prices it, and without reductions.
-  CostModel model = CostModel::of(ctx);
-  // Local memory passes are not simulated: compare like with like.
-  model.passUsPerByte = 0;
-  for (const Estimate& e : choice.estimates)
-    if (e.algo == algo) out.tunerFullUs = e.us;
-  double gamma = 0;
-  if (spec.gammaGBs < 0) gamma = model.gammaUsPerByte;
-  else if (spec.gammaGBs > 0) gamma = 1.0 / (spec.gammaGBs * 1e3);
+  // The tuner's view: as chooseAlgorithm priced the simulated machine
+  // (contextFor), without reductions, and as the runtime prices it with
+  // this project's measured reductions and local passes.
+  const CostModel model = CostModel::of(ctx);
+  const double gamma = model.gammaUsPerByte;
   out.compute = gamma > 0;
+  out.tunerUs = algo->cost(key0, ctx, model);
   CostModel net = model;
   net.gammaUsPerByte = 0;
   out.tunerNetUs = algo->cost(key0, ctx, net);
-  CostModel asRun = model;
-  asRun.gammaUsPerByte = gamma;
-  out.tunerUs = algo->cost(key0, ctx, asRun);
+  PlanContext measured = ctx;
+  measured.gammaUsPerByte = measured.passUsPerByte = -1;
+  out.tunerFullUs = algo->cost(key0, measured, CostModel::of(measured));
 
   LinkModel lm;
   lm.fabricGBs = topo.fabric.link.bandwidthGBs;

@@ -36,7 +36,9 @@ struct SimSpec {
   uint32_t slots = 0;       // 0: NODUS_SLOTS
   double softwareUs = -1;   // < 0: the cost model's per-message software overhead
   double intraGBs = -1, intraLatencyUs = -1;  // < 0: the cost model's intra-host constants
-  double gammaGBs = 0;      // reduction speed; 0: not modelled (network only); < 0: the cost model's
+  // Reduction speed; 0: not modelled (network only); < 0: the cost model's.
+  // The tuner prices the run the same way (contextFor).
+  double gammaGBs = 0;
   bool linkStats = false;
   std::string reorder;     // plan rewrites to try (reorder.h): "", streams, tree, all
   uint32_t roundSlices = 0; // slices of a step per cursor round; 0: NODUS_ROUND_SLICES, else slots/2 (Plan::roundSlices)
@@ -49,7 +51,8 @@ struct SimSpec {
 };
 
 // The PlanContext a spec runs with: the runtime's (contextFromEnvironment),
-// with the spec's slice (forced), slots and round slices where it sets them.
+// with the spec's slice (forced), slots and round slices where it sets them,
+// and the local work priced as the spec simulates it (gammaGBs; no passes).
 PlanContext contextFor(const SimSpec& spec, const Topology& topo);
 
 struct LinkSummary {
@@ -74,9 +77,14 @@ struct SimOutcome {
   double simUs = 0;
   double boundUs = 0;
   std::string boundFormula;
-  double tunerUs = 0;     // the tuner's estimate for `algo`, as the run was modelled (see tunerNetUs)
-  double tunerFullUs = 0; // the tuner's estimate as chooseAlgorithm computes it (reduction at its gamma)
-  double tunerNetUs = 0;  // the same with gamma = 0
+  // The tuner's estimates for `algo` in the slice it ran: as the run was
+  // modelled (what chooseAlgorithm priced, PlanContext::gammaUsPerByte: the
+  // reductions at the simulated speed, no local passes); with gamma = 0;
+  // and as the runtime prices it on this project's machines (the measured
+  // reductions and halving-doubling's local passes, CostModel::of).
+  double tunerUs = 0;
+  double tunerNetUs = 0;
+  double tunerFullUs = 0;
   bool compute = false;   // whether the run modelled reductions
   uint64_t messages = 0, connections = 0;
   double wallS = 0;

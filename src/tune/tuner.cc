@@ -61,6 +61,8 @@ CostModel CostModel::of(const PlanContext& ctx) {
   // Halving-doubling against the ring on one host: its sends cost 1.5x a
   // fused ring step's bytes.
   m.passUsPerByte = 0.5 * m.intraBetaUsPerByte;
+  if (ctx.gammaUsPerByte >= 0) m.gammaUsPerByte = ctx.gammaUsPerByte;
+  if (ctx.passUsPerByte >= 0) m.passUsPerByte = ctx.passUsPerByte;
   m.alphaUs = m.intraAlphaUs;
   m.betaUsPerByte = m.intraBetaUsPerByte;
   m.streamHandoffUs = m.intraAlphaUs;
