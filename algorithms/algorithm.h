@@ -74,6 +74,22 @@ struct CostModel {
   double gammaUsPerByte = 1.0 / 16000.0;  // per byte reduced
   double intraAlphaUs = 0.5, intraBetaUsPerByte = 1.0 / 8000.0;  // ranks of one host (shm)
   double interAlphaUs = 1.0, interBetaUsPerByte = 1.0 / 25000.0;  // a fabric link
+  // A connection between hosts keeps windowSlots slices of windowSliceBytes
+  // in flight, and a slice holds its slot for its route's latency and its
+  // transfer, so a connection moves at most windowSlots slices per (route
+  // latency + slice x link beta): routeBeta. interBetaUsPerByte is that for
+  // a route of one link; a route of several links (between fat-tree leaves:
+  // 4) runs slower in small slices (nodus-sim: a chain Broadcast of 16 MiB
+  // on 16 hosts under 4 leaves in 4 KiB slices, 0.79 us a slice, as
+  // routeBeta of its 6 us leaf-to-leaf hops says, against 0.40 priced at
+  // one link's 3 us).
+  double linkBetaUsPerByte = 1.0 / 25000.0;
+  double windowSliceBytes = 0;
+  uint32_t windowSlots = 0;
+  double routeBeta(double routeAlphaUs) const {
+    if (windowSlots == 0 || windowSliceBytes <= 0) return linkBetaUsPerByte;
+    return std::max(linkBetaUsPerByte, (routeAlphaUs / windowSliceBytes + linkBetaUsPerByte) / windowSlots);
+  }
   // Work a rank does per slice on top of its bytes (posting, polling, the
   // hand-off of a slot) inside a host: CostModel::of folds it into
   // intraBetaUsPerByte as intraSliceUs / sliceBytes, so a pass in smaller

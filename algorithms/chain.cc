@@ -62,8 +62,16 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   for (size_t i = 0; i + 1 < order.size(); ++i) chain += m.streamAlphaBetween(order[i], order[i + 1]);
   const double bytes = static_cast<double>(k.count) * k.typeSize;
   const double slice = ctx.sliceBytes ? std::min<double>(bytes, ctx.sliceBytes) : bytes;
+  // The slowest hop sets the pace: a slice streams behind the previous one
+  // on every hop at once, and a hop between hosts moves no faster than its
+  // connection's slots cover its route's latency (CostModel::routeBeta).
+  double beta = m.betaUsPerByte;
+  if (m.topo != nullptr)
+    for (size_t i = 0; i + 1 < order.size(); ++i)
+      if (m.topo->hops(order[i], order[i + 1]) > 0)
+        beta = std::max(beta, m.routeBeta(m.alphaBetween(order[i], order[i + 1])));
   // Pipeline fill (p-2 slices) plus the whole message over one link.
-  return chain + (bytes + (p - 2) * slice) * m.betaUsPerByte +
+  return chain + (bytes + (p - 2) * slice) * beta +
          (k.coll == Collective::Reduce ? bytes * m.gammaUsPerByte : 0.0);
 }
 

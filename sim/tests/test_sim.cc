@@ -174,6 +174,23 @@ TEST(SimFormula, ChainBroadcastPipelinesAlsoInTheTunersSlice) {
   }
 }
 
+TEST(SimFormula, ChainOverLongRoutesIsPacedByItsSlots) {
+  // 16 hosts under 4 leaves: the chain's hop from one leaf to the next
+  // crosses 4 links (6 us with the software overhead), and 8 slots of 4 KiB
+  // cover only 8 x 0.16 us of it: a slice every (6 + 0.16) / 8 us, not the
+  // one-link window's (3 + 0.16) / 8 (the tuner's price before: -47%).
+  SimSpec s = baseSpec(fatTree("4x4"));
+  s.coll = Collective::Broadcast;
+  s.algo = "chain";
+  s.bytes = 16 << 20;
+  s.sliceBytes = 4 << 10;
+  const SimOutcome o = simulate(s);
+  ASSERT_TRUE(o.ok) << o.error;
+  const double slices = 4096;
+  expectNear(o.simUs, slices * (6.0 + 4096 / 25e3) / 8, 0.03, "chain paced by its slots");
+  expectNear(o.tunerUs, o.simUs, 0.03, "tuner");
+}
+
 TEST(SimFormula, RingReduceScatterMatchesTheTuner) {
   // 16 MiB scattered over 8 hosts: 7/8 of it crosses every ring link.
   SimSpec s = baseSpec(torus("8"));

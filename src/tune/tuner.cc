@@ -79,12 +79,13 @@ CostModel CostModel::of(const PlanContext& ctx) {
   // about a microsecond of software on each side.
   m.hopUs = link.latencyUs;
   m.interAlphaUs = m.softwareUs + link.latencyUs;
-  m.interBetaUsPerByte = 1.0 / (link.bandwidthGBs * 1000.0);
   // A connection has `slots` slices in flight, and a slice holds its slot
   // for the link's latency and its transfer: in small slices a link runs
   // below its bandwidth once the slots no longer cover its latency.
-  if (ctx.slots > 0)
-    m.interBetaUsPerByte = std::max(m.interBetaUsPerByte, (m.interAlphaUs / slice + m.interBetaUsPerByte) / ctx.slots);
+  m.linkBetaUsPerByte = 1.0 / (link.bandwidthGBs * 1000.0);
+  m.windowSliceBytes = slice;
+  m.windowSlots = ctx.slots;
+  m.interBetaUsPerByte = m.routeBeta(m.interAlphaUs);
   if (t->hosts.size() > 1) {
     m.alphaUs = m.interAlphaUs;
     m.betaUsPerByte = m.interBetaUsPerByte;
