@@ -284,6 +284,23 @@ TEST(SimFormula, TreeAsBuiltMatchesTheTunerAndFourLanesWouldPipeline) {
   EXPECT_GT(asIs.simUs, 3 * lanes.simUs);
 }
 
+TEST(SimFormula, TreeBroadcastRoundsMatchTheTuner) {
+  // 64 hosts, 512 KiB slices, 4 a round: 4 MiB is one round of 4 slices a
+  // tree, 16 MiB four rounds. The per-level factors fitted before (3 slice
+  // times a slice in a single round, 2 in several) priced 4 MiB 15% high.
+  SimSpec s = baseSpec(fatTree("8x8"));
+  s.coll = Collective::Broadcast;
+  s.algo = "tree";
+  s.sliceBytes = 512 << 10;
+  s.roundSlices = 4;
+  for (uint64_t bytes : {uint64_t{4} << 20, uint64_t{16} << 20}) {
+    s.bytes = bytes;
+    const SimOutcome o = simulate(s);
+    ASSERT_TRUE(o.ok) << o.error;
+    expectNear(o.tunerUs, o.simUs, 0.05, "tree Broadcast of " + std::to_string(bytes));
+  }
+}
+
 TEST(SimFormula, MultiRankHostsMatchTheTuner) {
   // 8 hosts x 4 ranks, bandwidth-bound (8 MiB): every rank's bytes go
   // through its own shared-memory port, and ranks that leave the host share
