@@ -55,22 +55,26 @@ Status build(const PlanKey& k, const PlanContext& ctx, Plan& plan) {
 double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
   const double p = k.nranks;
   const std::vector<int> order = ringOrder(ctx, k.nranks);
-  // The first slice crosses every hop of the chain once: the sum of their
-  // latencies (a rank has one step, so later slices stream behind it, and
-  // on an oversubscribed host so do the next calls: streamAlphaBetween).
-  double chain = 0;
-  for (size_t i = 0; i + 1 < order.size(); ++i) chain += m.streamAlphaBetween(order[i], order[i + 1]);
+  const int n = k.nranks;
+  // The chain's p-1 hops as build() walks them: a Broadcast from the root
+  // along the ring order, a Reduce from the root's successor round to it.
+  const int rootPlace = static_cast<int>(std::find(order.begin(), order.end(), k.root) - order.begin());
+  const int first = k.coll == Collective::Reduce ? rootPlace + 1 : rootPlace;
   const double bytes = static_cast<double>(k.count) * k.typeSize;
   const double slice = ctx.sliceBytes ? std::min<double>(bytes, ctx.sliceBytes) : bytes;
-  // The slowest hop sets the pace: a slice streams behind the previous one
-  // on every hop at once, and a hop between hosts moves no faster than its
+  // The first slice crosses every hop once: the sum of their latencies (a
+  // rank has one step, so later slices stream behind it, and on an
+  // oversubscribed host so do the next calls: streamAlphaBetween). The
+  // slowest hop sets the pace: a slice streams behind the previous one on
+  // every hop at once, and a hop between hosts moves no faster than its
   // connection's slots cover its route's latency (CostModel::routeBeta).
-  double beta = m.betaUsPerByte;
-  if (m.topo != nullptr)
-    for (size_t i = 0; i + 1 < order.size(); ++i)
-      if (m.topo->hops(order[i], order[i + 1]) > 0)
-        beta = std::max(beta, m.routeBeta(m.alphaBetween(order[i], order[i + 1])));
-  // Pipeline fill (p-2 slices) plus the whole message over one link.
+  double chain = 0, beta = m.betaUsPerByte;
+  for (int i = 0; i + 1 < n; ++i) {
+    const int a = order[static_cast<size_t>((first + i) % n)], b = order[static_cast<size_t>((first + i + 1) % n)];
+    chain += m.streamAlphaBetween(a, b);
+    if (m.topo != nullptr && m.topo->hops(a, b) > 0) beta = std::max(beta, m.routeBeta(m.alphaBetween(a, b)));
+  }
+  // Pipeline fill (p-2 slices) plus the whole message at the slowest hop's pace.
   return chain + (bytes + (p - 2) * slice) * beta +
          (k.coll == Collective::Reduce ? bytes * m.gammaUsPerByte : 0.0);
 }

@@ -308,19 +308,20 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
     // several slices, refitted on nodus-sim at every size from 8 B to 1 GiB
     // (512 KiB slices, 4 a round): a level costs `base` slice times, plus
     // `first` per slice of the first round and `later` per slice of each
-    // later round (their trips overlap more). 512-host fat-tree: 1.8, 2.1,
-    // 1.83 (one slice 3.9 as before; 4 MiB priced +16% before, 1 GiB
-    // +8.8%; now within 1.6% on 64-, 512- and 4096-host fat-trees); 8x8x8
-    // torus: 0.41, 2.06, 1.465. One host, hosts of several ranks and flat
-    // fabrics keep the per-level factors below, measured there.
+    // later round (their trips overlap more; `round` is the first round's
+    // bytes). 512-host fat-tree: 1.8, 2.1, 1.83 (one slice 3.9 as before; 4
+    // MiB priced +16% before, 1 GiB +8.8%; now within 3% from 8 B to 1 GiB
+    // on 64-, 512- and 4096-host fat-trees); 8x8x8 torus: 0.41, 2.06, 1.465
+    // (within 0.2% from 1 MiB, -5% at 8 B). Not refitted, so keeping the
+    // per-level factors above: Reduce, one slice a round, one host, hosts
+    // of several ranks, flat fabrics.
     const bool oneSlice = ctx.sliceBytes == 0 || bytes / 2 <= ctx.sliceBytes;
     const bool reduce = k.coll == Collective::Reduce;
     const bool fabricFit = !reduce && ctx.roundSlices >= 2 && m.topo != nullptr && m.topo->hosts.size() > 1 &&
                            static_cast<int>(m.topo->hosts.size()) == k.nranks && m.topo->fabric.kind != FabricKind::Flat;
     if (fabricFit) {
       const double base = torus ? 0.41 : 1.8, first = torus ? 2.06 : 2.1, later = torus ? 1.465 : 1.83;
-      const double firstBytes = std::min(bytes / 2, static_cast<double>(ctx.roundBytes()));
-      us = rounds * 1.9 * path + depth * beta * (base * slice + first * firstBytes + later * (bytes / 2 - firstBytes));
+      us = rounds * 1.9 * path + depth * beta * (base * slice + first * round + later * (bytes / 2 - round));
     } else {
       const double perLevel = (ctx.roundSlices < 2 ? 3.7
                                : rounds > 1       ? (reduce ? (torus ? 2.35 : 2.7) : 2.0)

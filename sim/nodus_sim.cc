@@ -516,5 +516,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (o.estimates && (o.json || o.sweep))
+    return fprintf(stderr, "nodus-sim: --estimates prints ESTIMATE lines only; it does not combine with --json or --sweep\n"), 2;
   return run(o);
 }

@@ -12,6 +12,7 @@
 #include "sim/bounds.h"
 #include "sim/reorder.h"
 #include "sim/simulation.h"
+#include "tune/tuner.h"
 
 using namespace nodus;
 using namespace nodus::sim;
@@ -349,17 +350,43 @@ TEST(SimTuner, PricesTheMachineItSimulates) {
   EXPECT_EQ(ring.pick, "halving-doubling");
   expectNear(hd.tunerUs, hd.simUs, 0.05, "halving-doubling");
   expectNear(ring.tunerUs, ring.simUs, 0.05, "ring");
-  // The runtime's own prices, with the measured local work, order them
-  // the other way: the pick above comes from pricing what is simulated.
-  EXPECT_LT(ring.tunerFullUs, hd.tunerFullUs);
-  EXPECT_NEAR(hd.tunerNetUs, hd.tunerUs, 1e-9);
-  // With reductions simulated, the tuner prices them too.
-  s.gammaGBs = -1;
+  // With reductions simulated, the tuner prices them, at the speed simulated.
+  s.gammaGBs = -1;  // --compute: the measured 12 GB/s
   const SimOutcome hdCompute = simulate(s);
   ASSERT_TRUE(hdCompute.ok) << hdCompute.error;
   EXPECT_TRUE(hdCompute.compute);
   EXPECT_GT(hdCompute.tunerUs, hdCompute.tunerNetUs);
   EXPECT_GT(hdCompute.simUs, hd.simUs);
+  s.gammaGBs = 6;  // --gamma 6: reductions take twice as long
+  const SimOutcome hdSlow = simulate(s);
+  ASSERT_TRUE(hdSlow.ok) << hdSlow.error;
+  expectNear(hdSlow.tunerUs - hdSlow.tunerNetUs, 2 * (hdCompute.tunerUs - hdCompute.tunerNetUs), 1e-6,
+             "reductions at 6 GB/s");
+
+  // The same call as the runtime prices it, with this project's measured
+  // reductions and local passes, goes to the ring: the pick above comes
+  // from pricing what is simulated, nothing else.
+  for (const std::string& kv : fatTree("4x4")) {
+    const size_t eq = kv.find('=');
+    setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+  }
+  Topology topo;
+  ASSERT_TRUE(topologyFromEnvironment(0, 1, &topo).isOk());
+  SimSpec networkOnly = baseSpec(fatTree("4x4"));
+  networkOnly.sliceBytes = 0;
+  PlanContext ctx = contextFor(networkOnly, topo);
+  EXPECT_EQ(ctx.gammaUsPerByte, 0.0);
+  EXPECT_EQ(ctx.passUsPerByte, 0.0);
+  const PlanKey key{Collective::AllReduce, topo.nranks, 0, (1u << 20) / 4, 4, 0, false};
+  Choice simulated, runtime;
+  ASSERT_TRUE(chooseAlgorithm(key, ctx, AlgoSpec{}, &simulated).isOk());
+  EXPECT_STREQ(simulated.algo->name, "halving-doubling");
+  ctx.gammaUsPerByte = ctx.passUsPerByte = -1;  // the runtime's: CostModel::of's measured constants
+  const CostModel measured = CostModel::of(ctx);
+  EXPECT_DOUBLE_EQ(measured.gammaUsPerByte, 1.0 / 12000.0);
+  EXPECT_GT(measured.passUsPerByte, 0.0);
+  ASSERT_TRUE(chooseAlgorithm(key, ctx, AlgoSpec{}, &runtime).isOk());
+  EXPECT_STREQ(runtime.algo->name, "ring");
 }
 
 // ---- Contention -----------------------------------------------------------------
