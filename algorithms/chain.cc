@@ -53,9 +53,8 @@ Status build(const PlanKey& k, const PlanContext& ctx, Plan& plan) {
 }
 
 double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
-  const double p = k.nranks;
-  const std::vector<int> order = ringOrder(ctx, k.nranks);
   const int n = k.nranks;
+  const std::vector<int> order = ringOrder(ctx, n);
   // The chain's p-1 hops as build() walks them: a Broadcast from the root
   // along the ring order, a Reduce from the root's successor round to it.
   const int rootPlace = static_cast<int>(std::find(order.begin(), order.end(), k.root) - order.begin());
@@ -75,7 +74,7 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
     if (m.topo != nullptr && m.topo->hops(a, b) > 0) beta = std::max(beta, m.routeBeta(m.alphaBetween(a, b)));
   }
   // Pipeline fill (p-2 slices) plus the whole message at the slowest hop's pace.
-  return chain + (bytes + (p - 2) * slice) * beta +
+  return chain + (bytes + (n - 2) * slice) * beta +
          (k.coll == Collective::Reduce ? bytes * m.gammaUsPerByte : 0.0);
 }
 
