@@ -9,6 +9,9 @@
 //
 // Launch:  mpirun -np N nodus-perf ...   one rank per process (needs MPI)
 //          nodus-perf -t N ...           N ranks as threads of one process
+//          nodus-perf --rank R --nranks N --id-file PATH ...
+//                                        rank R of N processes started by hand
+//                                        (the unique id goes through PATH)
 //
 // Sizes are total bytes as in nccl-tests: AllReduce/Broadcast/Reduce move
 // `size` bytes per rank, AllGather's size is what each rank receives
@@ -481,6 +484,12 @@ struct Options {
   int check = 1;
   int root = 0;
   int threads = 0;  // > 0: ranks are threads of this process
+  // --rank/--nranks/--id-file: one rank of a job started without a launcher
+  // (every process run by hand, a script or a scheduler).
+  int rank = -1;
+  int nranks = 0;
+  std::string idFile;
+  bool idFileMode() const { return !idFile.empty(); }
   bool baselineMpi = false;
   bool help = false;
   std::vector<Coll> colls{Coll::AllReduce};
@@ -517,8 +526,16 @@ void printHelp(FILE* f) {
                "\n"
                "Usage: mpirun -np N nodus-perf [options]   one rank per process\n"
                "       nodus-perf -t N [options]           N ranks as threads of one process\n"
+               "       nodus-perf --rank R --nranks N --id-file PATH [options]\n"
+               "                                           rank R of N processes started\n"
+               "                                           without mpirun (any host, any order)\n"
                "\n"
                "  -t, --nthreads N        run N ranks as threads of this process (no mpirun)\n"
+               "      --rank R            this process is rank R of --nranks N; rank 0 makes\n"
+               "      --nranks N          the communicator's unique id and publishes it in\n"
+               "      --id-file PATH      PATH (which must not exist yet), the others wait\n"
+               "                          for PATH (a file system every rank sees) and rank 0\n"
+               "                          removes it once all have joined\n"
                "  -b, --minbytes SIZE     smallest size in bytes (default 8)\n"
                "  -e, --maxbytes SIZE     largest size in bytes (default 64M)\n"
                "  -f, --stepfactor F      multiply the size by F at each step (default 2)\n"
@@ -756,7 +773,8 @@ bool parseArgs(int argc, char** argv, Options* o, std::string* err) {
       {"stepbytes", 'i'}, {"iters", 'n'},    {"warmup_iters", 'w'}, {"check", 'c'},
       {"datatype", 'd'},  {"op", 'o'},       {"root", 'r'},         {"help", 'h'},
       {"coll", 'C'},      {"baseline", 'B'}, {"csv", 'V'},          {"json", 'J'},
-      {"algo", 'a'},      {"rounds", 'R'},
+      {"algo", 'a'},      {"rounds", 'R'},       {"rank", 'K'},         {"nranks", 'N'},
+      {"id-file", 'I'},
   };
   for (int a = 1; a < argc; ++a) {
     std::string arg = argv[a];
@@ -822,6 +840,12 @@ bool parseArgs(int argc, char** argv, Options* o, std::string* err) {
       case 'n': ok = parseInt(value, &o->iters) && o->iters >= 1; break;
       case 'w': ok = parseInt(value, &o->warmup) && o->warmup >= 0; break;
       case 'R': ok = parseInt(value, &o->rounds) && o->rounds >= 1; break;
+      case 'K': ok = parseInt(value, &o->rank) && o->rank >= 0; break;
+      case 'N': ok = parseInt(value, &o->nranks) && o->nranks >= 1; break;
+      case 'I':
+        o->idFile = value;
+        ok = !value.empty();
+        break;
       case 'c': ok = parseInt(value, &o->check) && (o->check == 0 || o->check == 1); break;
       case 'd': ok = parseTypes(value, &o->types); break;
       case 'o': ok = parseOps(value, &o->ops); break;
@@ -857,6 +881,23 @@ bool parseArgs(int argc, char** argv, Options* o, std::string* err) {
   }
   if (o->rounds > 1 && !o->algoAll()) {
     *err = "--rounds applies to -a all only";
+    return false;
+  }
+  const bool anyOfFile = o->rank >= 0 || o->nranks > 0 || o->idFileMode();
+  if (anyOfFile && (o->rank < 0 || o->nranks < 1 || !o->idFileMode())) {
+    *err = "--rank, --nranks and --id-file go together (one rank of a job started without mpirun)";
+    return false;
+  }
+  if (anyOfFile && o->rank >= o->nranks) {
+    *err = "--rank " + std::to_string(o->rank) + " is not a rank of --nranks " + std::to_string(o->nranks);
+    return false;
+  }
+  if (anyOfFile && o->threads > 0) {
+    *err = "-t (ranks as threads) and --rank/--nranks/--id-file (ranks as processes) exclude each other";
+    return false;
+  }
+  if (anyOfFile && o->baselineMpi) {
+    *err = "--baseline mpi needs an MPI launch (mpirun), not --id-file";
     return false;
   }
   return true;
@@ -2034,6 +2075,173 @@ int mainMpi(int argc, char** argv, const Options& opt) {
 }
 #endif
 
+// ---- Processes without a launcher: the unique id through a file ---------------
+
+// Rank 0 writes the id under a name of its own and links it to `path`: a
+// reader never sees half of it, and an id left by an earlier run is refused
+// rather than overwritten under a reader's feet.
+bool publishId(const std::string& path, const nodusUniqueId& id, std::string* err) {
+  const std::string tmp = path + ".part." + std::to_string(static_cast<long>(getpid()));
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) {
+    *err = "cannot write " + tmp + ": " + std::strerror(errno);
+    return false;
+  }
+  const bool written = std::fwrite(&id, sizeof id, 1, f) == 1;
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !closed) {
+    *err = "cannot write " + tmp + ": " + std::strerror(errno);
+    unlink(tmp.c_str());
+    return false;
+  }
+  const int linked = link(tmp.c_str(), path.c_str());
+  const int why = errno;
+  unlink(tmp.c_str());
+  if (linked != 0) {
+    *err = why == EEXIST ? path + " exists already (left by an earlier run? remove it; every run needs a fresh one)"
+                         : "cannot create " + path + ": " + std::strerror(why);
+    return false;
+  }
+  return true;
+}
+
+// Waits for rank 0's id, up to NODUS_TIMEOUT_MS, saying every 10 s that it waits.
+bool awaitId(const std::string& path, int rank, nodusUniqueId* id, std::string* err) {
+  const long limitMs = envLong("NODUS_TIMEOUT_MS", 300000);
+  const auto start = std::chrono::steady_clock::now();
+  auto said = start;
+  while (true) {
+    if (FILE* f = std::fopen(path.c_str(), "rb")) {
+      const bool got = std::fread(id, sizeof *id, 1, f) == 1;
+      std::fclose(f);
+      if (got) return true;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+    if (waited >= limitMs) {
+      *err = "rank 0 did not publish its id in " + path + " within NODUS_TIMEOUT_MS=" + std::to_string(limitMs) + " ms";
+      return false;
+    }
+    if (now - said >= std::chrono::seconds(10)) {
+      std::fprintf(stderr, "nodus-perf: rank %d: waiting for rank 0's id in %s (%lld s)\n", rank, path.c_str(),
+                   static_cast<long long>(waited / 1000));
+      said = now;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// The ranks' synchronisation outside the timed calls, over a communicator of
+// its own (the one the id file made), so the measured one carries nothing else.
+class NodusGroup final : public Group {
+ public:
+  NodusGroup(nodusComm_t ctrl, int rank) : ctrl_(ctrl), rank_(rank) {}
+  void barrier() override { checkNodus(nodusBarrier(ctrl_), "nodusBarrier (control)", ctrl_, rank_); }
+  double maxAll(double v) override {
+    double m = 0;
+    checkNodus(nodusAllReduce(&v, &m, 1, nodusFloat64, nodusMax, ctrl_), "nodusAllReduce (control)", ctrl_, rank_);
+    return m;
+  }
+  uint64_t sumAll(uint64_t v) override {
+    uint64_t s = 0;
+    checkNodus(nodusAllReduce(&v, &s, 1, nodusUint64, nodusSum, ctrl_), "nodusAllReduce (control)", ctrl_, rank_);
+    return s;
+  }
+
+ private:
+  nodusComm_t ctrl_;
+  int rank_;
+};
+
+// Each communicator after the first gets a fresh id from rank 0, broadcast
+// over the control communicator.
+class FileCommMaker final : public CommMaker {
+ public:
+  FileCommMaker(nodusComm_t ctrl, int rank, int nranks) : ctrl_(ctrl), rank_(rank), nranks_(nranks) {}
+  nodusComm_t create(const char* algo) override {
+    setAlgoEnv(algo);
+    return make();
+  }
+  nodusComm_t make() {
+    nodusUniqueId id{};
+    if (rank_ == 0) checkNodus(nodusGetUniqueId(&id), "nodusGetUniqueId", nullptr, rank_);
+    checkNodus(nodusBroadcast(&id, &id, sizeof id, nodusUint8, 0, ctrl_), "nodusBroadcast (unique id)", ctrl_, rank_);
+    nodusComm_t comm = nullptr;
+    checkNodus(nodusCommInitRank(&comm, nranks_, id, rank_), "nodusCommInitRank", nullptr, rank_);
+    return comm;
+  }
+
+ private:
+  nodusComm_t ctrl_;
+  int rank_, nranks_;
+};
+
+int mainFile(const Options& opt) {
+  const int rank = opt.rank, n = opt.nranks;
+  if (opt.root >= n) {
+    if (rank == 0) std::fprintf(stderr, "nodus-perf: root %d is not a rank of %d\n", opt.root, n);
+    return 2;
+  }
+  std::string err;
+  nodusUniqueId id{};
+  if (rank == 0) {
+    checkNodus(nodusGetUniqueId(&id), "nodusGetUniqueId", nullptr, rank);
+    if (!publishId(opt.idFile, id, &err)) fatal(rank, "%s", err.c_str());
+  } else if (!awaitId(opt.idFile, rank, &id, &err)) {
+    fatal(rank, "%s", err.c_str());
+  }
+  nodusComm_t ctrl = nullptr;
+  const nodusResult_t joined = nodusCommInitRank(&ctrl, n, id, rank);
+  // Every rank has joined (or the job failed): the id is spent either way.
+  if (rank == 0 && unlink(opt.idFile.c_str()) != 0 && errno != ENOENT)
+    std::fprintf(stderr, "nodus-perf: cannot remove %s: %s\n", opt.idFile.c_str(), std::strerror(errno));
+  checkNodus(joined, "nodusCommInitRank", nullptr, rank);
+
+  std::unique_ptr<Reporter> reporter;
+  int32_t opened = 1;
+  if (rank == 0) {
+    reporter = std::make_unique<Reporter>(opt, n, "processes started without a launcher");
+    opened = reporter->openFiles(&err) ? 1 : 0;
+  }
+  checkNodus(nodusBroadcast(&opened, &opened, 1, nodusInt32, 0, ctrl), "nodusBroadcast (control)", ctrl, rank);
+  if (!opened) {
+    if (rank == 0) std::fprintf(stderr, "nodus-perf: %s\n", err.c_str());
+    checkNodus(nodusCommDestroy(ctrl), "nodusCommDestroy", nullptr, rank);
+    return 1;
+  }
+  const int version = libraryVersion();
+  FileCommMaker maker(ctrl, rank, n);
+  nodusComm_t comm = opt.algoAll() ? nullptr : maker.make();
+
+  constexpr size_t kLine = 320;
+  char line[kLine] = {};
+  std::snprintf(line, sizeof line, "#  Rank %4d Pid %7d on %s", rank, static_cast<int>(getpid()), hostName().c_str());
+  std::vector<char> all(static_cast<size_t>(n) * kLine);
+  checkNodus(nodusAllGather(line, all.data(), kLine, nodusUint8, ctrl), "nodusAllGather (control)", ctrl, rank);
+  if (rank == 0) {
+    std::vector<std::string> lines;
+    const int shown = std::min(n, 64);
+    for (int r = 0; r < shown; ++r) {
+      const char* l = all.data() + static_cast<size_t>(r) * kLine;
+      lines.emplace_back(l, strnlen(l, kLine));
+    }
+    if (shown < n) lines.push_back("#  ... and " + std::to_string(n - shown) + " more ranks");
+    reporter->printHeader(version, lines);
+  }
+
+  NodusGroup group(ctrl, rank);
+  uint64_t wrong = 0;
+  {
+    Runner runner(opt, rank, n, comm, group, false, reporter.get());
+    wrong = opt.algoAll() ? runner.runAll(maker) : runner.run();
+  }
+  group.barrier();
+  if (comm != nullptr) checkNodus(nodusCommDestroy(comm), "nodusCommDestroy", nullptr, rank);
+  if (reporter) reporter->finish();
+  checkNodus(nodusCommDestroy(ctrl), "nodusCommDestroy", nullptr, rank);
+  return wrong == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -2056,6 +2264,16 @@ int main(int argc, char** argv) {
     setAlgoEnv(nullptr);
   else if (opt.algoColumn())
     setAlgoEnv(opt.algo.c_str());
+  if (opt.idFileMode()) {
+    if (launcherSize() > 1) {
+      if (opt.rank == 0)
+        std::fprintf(stderr,
+                     "nodus-perf: --rank/--nranks/--id-file start each rank by hand; under mpirun "
+                     "drop them (mpirun gives the ranks)\n");
+      return 2;
+    }
+    return mainFile(opt);
+  }
   if (opt.threads > 0) {
     if (launcherSize() > 1) {
       if (speaker)

@@ -8,6 +8,7 @@
 # read). Everything is torn down on exit, whatever happens (trap).
 #
 #   sudo scripts/netns-cluster.sh [-H HOSTS] [-r RANKS_PER_HOST] [-m MODE] [-s] [-c COUNT] [-R RATE] [-k]
+#                                 [-- NODUS-PERF OPTIONS]
 #     -H  hosts (default 2)     -r  ranks per host (default 1)
 #     -m  what the ranks run:
 #         allreduce  examples/uid_allreduce.c: checked AllReduce calls of
@@ -21,6 +22,11 @@
 #         cut        the same, but the last host's link goes down instead
 #                    (no reset reaches anyone: only the timeout can tell);
 #                    every rank, that host's included, must fail in time
+#         perf       nodus-perf, each rank started on its host without a
+#                    launcher (--rank/--nranks/--id-file), with the options
+#                    after `--` (default: allreduce and allgather, 1 MiB to
+#                    4 x COUNT bytes, x4, checked); rank 0's table, and with
+#                    -R every size's busbw as a fraction of RATE
 #     -s  a stranger: one more namespace on the bridge that, while the job
 #         starts and runs, connects to every TCP port any host listens on
 #         and sends garbage, or nothing, or hangs up at once; the job must
@@ -33,7 +39,8 @@
 #     -k  keep going: do not tear down until Enter is pressed (to look around
 #         with `ip netns exec`)
 #   Extra environment (NODUS_DEBUG=INFO, NODUS_NSOCKS...) is passed to every
-#   rank; NODUS_BUILD_DIR names the build (default build/). Exit status 77:
+#   rank; NODUS_BUILD_DIR names the build (default build/), NODUS_PERF the
+#   nodus-perf binary (default: the build's bench/nodus-perf). Exit status 77:
 #   namespaces cannot be made here (not root, or a container without them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,13 +55,17 @@ while getopts "H:r:m:sc:R:kh" opt; do
     c) count=$OPTARG ;;
     R) rate=$OPTARG ;;
     k) keep=1 ;;
-    *) sed -n "2,35p" "$0"; exit 2 ;;
+    *) sed -n "2,42p" "$0"; exit 2 ;;
   esac
 done
+shift $((OPTIND - 1))
+[ "${1:-}" = "--" ] && shift
+perf_args=("$@")
 case $mode in
-  allreduce | matrix | kill | cut) ;;
-  *) echo "netns-cluster: unknown mode '$mode' (allreduce, matrix, kill, cut)" >&2; exit 2 ;;
+  allreduce | matrix | kill | cut | perf) ;;
+  *) echo "netns-cluster: unknown mode '$mode' (allreduce, matrix, kill, cut, perf)" >&2; exit 2 ;;
 esac
+if [ "$mode" != perf ] && [ ${#perf_args[@]} -gt 0 ]; then echo "netns-cluster: options after -- are for -m perf" >&2; exit 2; fi
 fails=0; [ "$mode" = kill ] || [ "$mode" = cut ] && fails=1  # the ranks must fail
 if [ "$fails" -eq 1 ] && [ "$hosts" -lt 2 ]; then echo "netns-cluster: -m $mode needs 2 hosts or more" >&2; exit 2; fi
 # 77: cannot run here (the test driver counts it as skipped).
@@ -85,7 +96,12 @@ trap cleanup EXIT INT TERM HUP
 
 build=$(cd "$build" && pwd)
 # The build's own copy (built with its flags, sanitizers included) when it has one.
-if [ "$mode" != allreduce ]; then
+if [ "$mode" = perf ]; then
+  perf=${NODUS_PERF:-$build/bench/nodus-perf}
+  [ -x "$perf" ] || { echo "netns-cluster: -m perf needs nodus-perf ($perf; the benchmarks' build)" >&2; exit 2; }
+  cp "$perf" "$work/nodus-perf"
+  [ ${#perf_args[@]} -gt 0 ] || perf_args=(--coll allreduce,allgather -b 1M -e $((4 * count)) -f 4 -n 10 -w 2 -c 1)
+elif [ "$mode" != allreduce ]; then
   [ -x "$build/tests/cluster_rank" ] || { echo "netns-cluster: -m $mode needs $build/tests/cluster_rank (the tests' build)" >&2; exit 2; }
   cp "$build/tests/cluster_rank" "$work/cluster_rank"
 elif [ -x "$build/tests/uid_allreduce" ]; then
@@ -203,6 +219,10 @@ for ((r = 0; r < nranks; ++r)); do
     allreduce) cmd=("$work/uid_allreduce" "$r" "$nranks" "$work/id" "$count") ;;
     matrix) cmd=("$work/cluster_rank" "$r" "$nranks" "$work/id" matrix) ;;
     kill | cut) cmd=("$work/cluster_rank" "$r" "$nranks" "$work/id" survive "$work") ;;
+    perf)
+      cmd=("$work/nodus-perf" --rank "$r" --nranks "$nranks" --id-file "$work/id" "${perf_args[@]}")
+      [ "$r" -eq 0 ] && cmd+=(--csv "$work/perf.csv")
+      ;;
   esac
   NODUS_SOCKET_IFNAME=eth0 ip netns exec "${tag}h$h" nsenter --uts="$work/uts$h" "${cmd[@]}" > "$work/rank$r.out" 2>&1 &
   pids+=($!)
@@ -249,7 +269,16 @@ for ((r = 0; r < nranks; ++r)); do
     continue
   fi
   wait "${pids[$r]}" || status=1
-  if [ -n "$rate" ]; then
+  if [ "$mode" = perf ]; then
+    cat "$work/rank$r.out"
+    if [ "$r" -eq 0 ] && [ -n "$rate" ] && [ -s "$work/perf.csv" ]; then
+      # busbw per collective, size and placement, as a fraction of the link.
+      awk -F, -v l="$(rate_gbs "$rate")" -v rate="$rate" '
+        NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+        { printf "  %-14s %12s B %-6s busbw %.3f GB/s = %3.0f%% of the %s link\n", $col["collective"],
+            $col["size_bytes"], $col["placement"], $col["busbw_gbps"], 100 * $col["busbw_gbps"] / l, rate }' "$work/perf.csv"
+    fi
+  elif [ -n "$rate" ]; then
     link=$(rate_gbs "$rate")
     while IFS= read -r line; do
       echo "$line"
