@@ -209,6 +209,55 @@ TEST_F(ShmTest, CountAndRank) {
   });
 }
 
+// Two processes on each of four hosts (NODUS_HOSTID), over tcp (forced:
+// processes of one machine would reach each other by shm) on loopback, which reports no speed (the tcp net takes 10 Gb/s). Where
+// no fabric file gives the links' bandwidth, the tuner prices them at that
+// device speed: the ring's AllGather sends 7/8 of the data over each host's
+// link and Bruck's 13/8, so the ring is picked. At the fabric's default of
+// 25 GB/s the links looked faster than shared memory and Bruck was picked
+// (between network namespaces over 1 Gbit/s links it reached 33-48% of the
+// link, the ring 94%). A fabric file's bandwidth still rules.
+TEST_F(ShmTest, LinksBetweenHostsArePricedAtTheirDevice) {
+  ScopedEnv hosts("NODUS_HOSTID", "a,a,b,b,c,c,d,d");
+  ScopedEnv transport("NODUS_TRANSPORT", "tcp");
+  ScopedEnv ifname("NODUS_SOCKET_IFNAME", "lo");
+  ScopedEnv timeout("NODUS_TIMEOUT_MS", "30000");
+  const std::string file = ::testing::TempDir() + "nodus_flat_25g.yaml";
+  {
+    std::ofstream out(file);
+    out << "fabric: flat\nlink: {bandwidth: 25GB/s}\n";
+  }
+  constexpr int kRanks = 8;
+  constexpr size_t kCount = size_t{128} << 10;  // floats per rank: 4 MiB gathered
+  for (const bool given : {false, true}) {
+    SCOPED_TRACE(given ? "link.bandwidth 25GB/s in a fabric file" : "no fabric file");
+    std::unique_ptr<ScopedEnv> topo;
+    if (given) topo = std::make_unique<ScopedEnv>("NODUS_TOPO_FILE", file);
+    const char* expected = given ? "halving-doubling" : "ring";
+    RunForkedComms(kRanks, seconds(120), nullptr, [&](nodusComm_t comm, int rank, int, RankReport& report) {
+      const char* name = nullptr;
+      if (nodusCommGetAlgorithm(comm, nodusCollAllGather, kCount, nodusFloat32, 0, &name) != nodusSuccess || name == nullptr) {
+        report.Fail("nodusCommGetAlgorithm failed: " + std::string(nodusGetLastError(comm)));
+        return;
+      }
+      if (std::string(name) != expected)
+        report.Fail("rank " + std::to_string(rank) + ": AllGather of 4 MiB picks " + name + ", expected " + expected);
+      // And it runs: every rank's block where it belongs.
+      std::vector<float> in(kCount, static_cast<float>(rank + 1)), out(kRanks * kCount, -1.0f);
+      if (nodusAllGather(in.data(), out.data(), kCount, nodusFloat32, comm) != nodusSuccess) {
+        report.Fail("AllGather failed: " + std::string(nodusGetLastError(comm)));
+        return;
+      }
+      for (size_t i = 0; i < out.size(); i += 4099)
+        if (out[i] != static_cast<float>(i / kCount + 1)) {
+          report.Fail("AllGather element " + std::to_string(i) + " is " + std::to_string(out[i]));
+          return;
+        }
+    });
+  }
+  std::remove(file.c_str());
+}
+
 // How many plan lines of the logs start with `plan` (e.g. "AllGather
 // count=524288"), and how many of those also say `slices` (e.g. "ring in 2M
 // slices").

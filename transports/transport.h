@@ -178,6 +178,10 @@ class Transport {
   // peer's memory), so a plan may send slices larger than a slot by
   // reference (Comm::plan; the communicator agrees on it across ranks).
   virtual bool readsEveryPeerAcross() const { return false; }
+  // The speed of the device this rank's connections to other hosts leave
+  // by, in GB/s (10^9 bytes a second), as the device reports it; 0 where the
+  // transport has no such device or no peers.
+  virtual double deviceGBs() const { return 0; }
 };
 
 }  // namespace nodus

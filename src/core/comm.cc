@@ -485,6 +485,7 @@ Status Comm::init(InitOptions& opts) {
     NODUS_TRY(bootstrap_->allGather(all.data(), sizeof(uint32_t)));
     wholeReferences_ = std::all_of(all.begin(), all.end(), [](uint32_t v) { return v != 0; });
   }
+  NODUS_TRY(priceLinksAtDevices());
 
   // Spinning helps only while every rank of this host has a core to itself.
   // A transport thread (the net proxy) would want a second one: where the
@@ -503,6 +504,34 @@ Status Comm::init(InitOptions& opts) {
              callerPolled_.empty() ? "" : " (no core to spare: the executor polls the network itself)", cfg_.slots,
              cfg_.slotBytes);
   if (rank_ == 0) NODUS_INFO(rank_, "topology:\n%s", topo_.describe().c_str());
+  return Status::ok();
+}
+
+// Where the fabric's description gives no link bandwidth, the links between
+// hosts are priced at the slowest device the ranks' net transports leave by
+// (as NCCL prices a NIC at its reported speed), not at LinkSpec's default of
+// 25 GB/s: with that default, on 4 hosts of 2 ranks linked at 10 Gb/s, the
+// tuner saw shared memory as the bottleneck and picked Bruck for AllGather,
+// which sends 13/8 of the data over each host's link where the ring sends
+// 7/8 (nodus-perf between network namespaces, 4-64 MiB: 33-48% of the link,
+// against 94-95% with the ring). Every rank takes the same minimum, so
+// every rank prices alike.
+Status Comm::priceLinksAtDevices() {
+  if (topo_.fabric.bandwidthGiven || topo_.hosts.size() <= 1) return Status::ok();
+  double mine = 0;
+  for (const auto& t : transports_)
+    if (t && t->deviceGBs() > 0) mine = mine > 0 ? std::min(mine, t->deviceGBs()) : t->deviceGBs();
+  std::vector<double> all(static_cast<size_t>(nranks_), 0.0);
+  all[static_cast<size_t>(rank_)] = mine;
+  NODUS_TRY(bootstrap_->allGather(all.data(), sizeof(double)));
+  double slowest = 0;
+  for (double g : all)
+    if (g > 0) slowest = slowest > 0 ? std::min(slowest, g) : g;
+  if (slowest <= 0) return Status::ok();
+  topo_.fabric.link.bandwidthGBs = slowest;
+  if (rank_ == 0)
+    NODUS_INFO(rank_, "links between hosts priced at %g GB/s, the slowest device the ranks' net transport uses "
+               "(a fabric file's link.bandwidth overrides it)", slowest);
   return Status::ok();
 }
 

@@ -121,6 +121,8 @@ class Comm {
  private:
   Comm() = default;
   Status init(InitOptions& opts);
+  // The links between hosts at the devices' speed where the fabric gives none (Comm::init).
+  Status priceLinksAtDevices();
   void progressMain();
   void runQueued(std::vector<Task>& tasks);
   // Runs tasks this thread claimed (tryClaim), then releases the claim.

@@ -286,7 +286,10 @@ void parseDocument(const YAML::Node& root, FabricConfig* f) {
   if (const YAML::Node l = root["link"]) {
     if (!l.IsMap()) fail(l, "link", "expected {bandwidth: 25GB/s, latency: 1us}");
     checkKeys(l, "link.", {"bandwidth", "latency"});
-    if (l["bandwidth"]) f->link.bandwidthGBs = parseBandwidth(l["bandwidth"], "link.bandwidth");
+    if (l["bandwidth"]) {
+      f->link.bandwidthGBs = parseBandwidth(l["bandwidth"], "link.bandwidth");
+      f->bandwidthGiven = true;
+    }
     if (l["latency"]) f->link.latencyUs = parseLatency(l["latency"], "link.latency");
   }
   if (const YAML::Node h = root["hosts"]) {

@@ -28,6 +28,11 @@ struct FabricConfig {
   FabricKind kind = FabricKind::Flat;
   std::string source = "default";  // file name or variable it came from, for messages
   LinkSpec link;                   // between hosts
+  // Whether link.bandwidth came from the user (a fabric file's
+  // link.bandwidth). When not, a communicator prices its links between hosts
+  // at the slowest NIC its net transport runs on (Comm::init), not at
+  // LinkSpec's default.
+  bool bandwidthGiven = false;
 
   // Torus: 1 to 3 dimensions.
   std::vector<int> dims;

@@ -141,6 +141,7 @@ class NetTransport final : public Transport {
  public:
   NetTransport(const char* name, net::NetFactory factory) : name_(name), factory_(factory) {}
   const char* name() const override { return name_; }
+  double deviceGBs() const override { return deviceGBs_; }
 
   ~NetTransport() override {
     if (proxy_.joinable()) {
@@ -182,6 +183,7 @@ class NetTransport final : public Transport {
       if (!pub[static_cast<size_t>(peer)].listening)
         return makeError(nodusRemoteError, "rank %d could not listen for %s connections", peer, name_);
     const net::DeviceProperties dev = net_->device(0);
+    deviceGBs_ = dev.speedMbps > 0 ? dev.speedMbps / 8000.0 : 0;
     NODUS_INFO(rank_, "%s: %zu peer(s) over %s (%s, %d Mb/s)", name_, req.peers.size(), dev.name.c_str(),
                dev.address.c_str(), dev.speedMbps);
 
@@ -532,6 +534,7 @@ class NetTransport final : public Transport {
   const char* name_;
   net::NetFactory factory_;
   int rank_ = 0;
+  double deviceGBs_ = 0;  // the device's speed (deviceGBs), once connected to peers
   uint32_t slots_ = 0;
   size_t slotBytes_ = 0;
   int64_t timeoutMs_ = 0;
