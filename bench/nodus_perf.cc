@@ -28,6 +28,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <csignal>
 #include <cmath>
 #include <cstdarg>
 #include <cstddef>
@@ -535,7 +536,8 @@ void printHelp(FILE* f) {
                "      --nranks N          the communicator's unique id and publishes it in\n"
                "      --id-file PATH      PATH (which must not exist yet), the others wait\n"
                "                          for PATH (a file system every rank sees) and rank 0\n"
-               "                          removes it once all have joined\n"
+               "                          removes it once all have joined (or when\n"
+               "                          interrupted or terminated before)\n"
                "  -b, --minbytes SIZE     smallest size in bytes (default 8)\n"
                "  -e, --maxbytes SIZE     largest size in bytes (default 64M)\n"
                "  -f, --stepfactor F      multiply the size by F at each step (default 2)\n"
@@ -2105,6 +2107,28 @@ bool publishId(const std::string& path, const nodusUniqueId& id, std::string* er
   return true;
 }
 
+// Rank 0's published id file, removed should rank 0 be interrupted or
+// terminated before all ranks joined: the next run's ranks would otherwise
+// read a dead rank 0's id and wait out their timeout on it.
+char gPublishedId[4096];
+
+extern "C" void removePublishedIdAndDie(int sig) {
+  if (gPublishedId[0] != '\0') unlink(gPublishedId);  // async-signal-safe
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void removeIdOnSignals(const std::string& path) {
+  if (path.size() >= sizeof gPublishedId) return;
+  std::memcpy(gPublishedId, path.c_str(), path.size() + 1);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, removePublishedIdAndDie);
+}
+
+void keepIdOnSignals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
+  gPublishedId[0] = '\0';
+}
+
 // Waits for rank 0's id, up to NODUS_TIMEOUT_MS, saying every 10 s that it waits.
 bool awaitId(const std::string& path, int rank, nodusUniqueId* id, std::string* err) {
   const long limitMs = envLong("NODUS_TIMEOUT_MS", 300000);
@@ -2179,22 +2203,30 @@ class FileCommMaker final : public CommMaker {
 int mainFile(const Options& opt) {
   const int rank = opt.rank, n = opt.nranks;
   if (opt.root >= n) {
-    if (rank == 0) std::fprintf(stderr, "nodus-perf: root %d is not a rank of %d\n", opt.root, n);
+    // Every rank says it: each was started by hand, and may be watched alone.
+    std::fprintf(stderr, "nodus-perf: rank %d: root %d is not a rank of %d\n", rank, opt.root, n);
     return 2;
   }
   std::string err;
   nodusUniqueId id{};
   if (rank == 0) {
     checkNodus(nodusGetUniqueId(&id), "nodusGetUniqueId", nullptr, rank);
-    if (!publishId(opt.idFile, id, &err)) fatal(rank, "%s", err.c_str());
+    removeIdOnSignals(opt.idFile);  // before it exists: no window without the handler
+    if (!publishId(opt.idFile, id, &err)) {
+      keepIdOnSignals();  // not ours: an earlier run's, or none
+      fatal(rank, "%s", err.c_str());
+    }
   } else if (!awaitId(opt.idFile, rank, &id, &err)) {
     fatal(rank, "%s", err.c_str());
   }
   nodusComm_t ctrl = nullptr;
   const nodusResult_t joined = nodusCommInitRank(&ctrl, n, id, rank);
   // Every rank has joined (or the job failed): the id is spent either way.
-  if (rank == 0 && unlink(opt.idFile.c_str()) != 0 && errno != ENOENT)
-    std::fprintf(stderr, "nodus-perf: cannot remove %s: %s\n", opt.idFile.c_str(), std::strerror(errno));
+  if (rank == 0) {
+    if (unlink(opt.idFile.c_str()) != 0 && errno != ENOENT)
+      std::fprintf(stderr, "nodus-perf: cannot remove %s: %s\n", opt.idFile.c_str(), std::strerror(errno));
+    keepIdOnSignals();
+  }
   checkNodus(joined, "nodusCommInitRank", nullptr, rank);
 
   std::unique_ptr<Reporter> reporter;
@@ -2266,7 +2298,7 @@ int main(int argc, char** argv) {
     setAlgoEnv(opt.algo.c_str());
   if (opt.idFileMode()) {
     if (launcherSize() > 1) {
-      if (opt.rank == 0)
+      if (speaker)
         std::fprintf(stderr,
                      "nodus-perf: --rank/--nranks/--id-file start each rank by hand; under mpirun "
                      "drop them (mpirun gives the ranks)\n");

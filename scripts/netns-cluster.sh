@@ -55,7 +55,7 @@ while getopts "H:r:m:sc:R:kh" opt; do
     c) count=$OPTARG ;;
     R) rate=$OPTARG ;;
     k) keep=1 ;;
-    *) sed -n "2,42p" "$0"; exit 2 ;;
+    *) sed -n "2,44p" "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -66,6 +66,9 @@ case $mode in
   *) echo "netns-cluster: unknown mode '$mode' (allreduce, matrix, kill, cut, perf)" >&2; exit 2 ;;
 esac
 if [ "$mode" != perf ] && [ ${#perf_args[@]} -gt 0 ]; then echo "netns-cluster: options after -- are for -m perf" >&2; exit 2; fi
+for v in "$hosts" "$rpn" "$count"; do
+  [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "netns-cluster: -H, -r and -c take a whole number above 0, not '$v'" >&2; exit 2; }
+done
 fails=0; [ "$mode" = kill ] || [ "$mode" = cut ] && fails=1  # the ranks must fail
 if [ "$fails" -eq 1 ] && [ "$hosts" -lt 2 ]; then echo "netns-cluster: -m $mode needs 2 hosts or more" >&2; exit 2; fi
 # 77: cannot run here (the test driver counts it as skipped).
@@ -98,6 +101,7 @@ build=$(cd "$build" && pwd)
 # The build's own copy (built with its flags, sanitizers included) when it has one.
 if [ "$mode" = perf ]; then
   perf=${NODUS_PERF:-$build/bench/nodus-perf}
+  unset NODUS_PERF  # ours, not the ranks' (nodus would warn of an unknown NODUS_ variable)
   [ -x "$perf" ] || { echo "netns-cluster: -m perf needs nodus-perf ($perf; the benchmarks' build)" >&2; exit 2; }
   cp "$perf" "$work/nodus-perf"
   [ ${#perf_args[@]} -gt 0 ] || perf_args=(--coll allreduce,allgather -b 1M -e $((4 * count)) -f 4 -n 10 -w 2 -c 1)
@@ -213,6 +217,7 @@ cc=$(ip netns exec "${tag}h0" sysctl -n net.ipv4.tcp_congestion_control 2>/dev/n
 echo "netns-cluster: $hosts host(s) x $rpn rank(s), 10.77.0.1-$hosts on a bridge in namespace $switch${rate:+, links shaped to $rate} (tcp $cc), running $mode$( [ "$stranger" -eq 1 ] && echo ", with a stranger")"
 [ "$stranger" -eq 1 ] && { echo 0 > "$work/probes"; probe_listeners & stranger_pid=$!; }
 [ "$fails" -eq 1 ] && export NODUS_TIMEOUT_MS=${NODUS_TIMEOUT_MS:-10000}
+[ "$mode" = perf ] && export NODUS_TIMEOUT_MS=${NODUS_TIMEOUT_MS:-60000}  # a lost rank ends the run in a minute
 for ((r = 0; r < nranks; ++r)); do
   h=$((r / rpn))
   case $mode in

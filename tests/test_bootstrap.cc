@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <chrono>
 #include <string>
@@ -169,6 +171,29 @@ TEST(Topology, RanksThatDisagreeOnTheFabricFailAtInit) {
         setenv("NODUS_HOSTID", "a,b", 1);
       },
       {"describes the fabric differently", "torus"});
+}
+
+// One rank's fabric file gives the links' bandwidth, the other's has none
+// (that rank would price the links at its NIC): they describe the fabric
+// differently, so init fails on both rather than one of them waiting for
+// the other's device speed.
+TEST(Topology, RanksThatDisagreeOnTheLinkBandwidthFailAtInit) {
+  const std::string dir = ::testing::TempDir();
+  const std::string given = dir + "nodus_flat_given.yaml", open = dir + "nodus_flat_open.yaml";
+  {
+    std::ofstream(given) << "fabric: flat\nlink: {bandwidth: 25GB/s}\n";
+    std::ofstream(open) << "fabric: flat\n";
+  }
+  ExpectEveryRankRefusedAtInit(
+      [&](int rank) {
+        setenv("NODUS_TOPO_FILE", rank == 0 ? given.c_str() : open.c_str(), 1);
+        setenv("NODUS_HOSTID", "a,b", 1);
+        setenv("NODUS_TRANSPORT", "tcp", 1);
+        setenv("NODUS_SOCKET_IFNAME", "lo", 1);
+      },
+      {"describes the fabric differently"});
+  std::remove(given.c_str());
+  std::remove(open.c_str());
 }
 
 // Ranks that would build different plans for one call (here NODUS_CHANNELS

@@ -510,23 +510,34 @@ Status Comm::init(InitOptions& opts) {
 // Where the fabric's description gives no link bandwidth, the links between
 // hosts are priced at the slowest device the ranks' net transports leave by
 // (as NCCL prices a NIC at its reported speed), not at LinkSpec's default of
-// 25 GB/s: with that default, on 4 hosts of 2 ranks linked at 10 Gb/s, the
-// tuner saw shared memory as the bottleneck and picked Bruck for AllGather,
-// which sends 13/8 of the data over each host's link where the ring sends
-// 7/8 (nodus-perf between network namespaces, 4-64 MiB: 33-48% of the link,
-// against 94-95% with the ring). Every rank takes the same minimum, so
-// every rank prices alike.
+// 25 GB/s: with that default, on 4 oversubscribed hosts of 2 ranks linked at
+// 1 Gb/s, the tuner saw shared memory as the bottleneck and picked Bruck for
+// AllGather, which sends 13/8 of the data over each host's link where the
+// ring sends 7/8 (nodus-perf between network namespaces, 4-64 MiB: 33-48% of
+// the link, against 90-95% with the ring). Every rank takes the same
+// minimum, so every rank prices alike. A host whose ranks leave by several
+// NICs is still priced at one of them: a ring crosses each host boundary
+// once, from one rank, so one NIC is what it gets.
 Status Comm::priceLinksAtDevices() {
-  if (topo_.fabric.bandwidthGiven || topo_.hosts.size() <= 1) return Status::ok();
-  double mine = 0;
+  if (topo_.hosts.size() <= 1) return Status::ok();
+  // Every rank of a communicator with several hosts takes part, whatever its
+  // fabric says (the fingerprint already made them say the same).
+  struct Offer {
+    double gbs;
+    uint32_t given;
+    uint32_t pad;
+  };
+  std::vector<Offer> all(static_cast<size_t>(nranks_), Offer{0, 0, 0});
+  Offer& mine = all[static_cast<size_t>(rank_)];
+  mine.given = topo_.fabric.bandwidthGiven ? 1 : 0;
   for (const auto& t : transports_)
-    if (t && t->deviceGBs() > 0) mine = mine > 0 ? std::min(mine, t->deviceGBs()) : t->deviceGBs();
-  std::vector<double> all(static_cast<size_t>(nranks_), 0.0);
-  all[static_cast<size_t>(rank_)] = mine;
-  NODUS_TRY(bootstrap_->allGather(all.data(), sizeof(double)));
+    if (t && t->deviceGBs() > 0) mine.gbs = mine.gbs > 0 ? std::min(mine.gbs, t->deviceGBs()) : t->deviceGBs();
+  NODUS_TRY(bootstrap_->allGather(all.data(), sizeof(Offer)));
   double slowest = 0;
-  for (double g : all)
-    if (g > 0) slowest = slowest > 0 ? std::min(slowest, g) : g;
+  for (const Offer& o : all) {
+    if (o.given) return Status::ok();
+    if (o.gbs > 0) slowest = slowest > 0 ? std::min(slowest, o.gbs) : o.gbs;
+  }
   if (slowest <= 0) return Status::ok();
   topo_.fabric.link.bandwidthGBs = slowest;
   if (rank_ == 0)

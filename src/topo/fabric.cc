@@ -62,7 +62,7 @@ std::string FabricConfig::describe() const {
 
 uint64_t FabricConfig::fingerprint() const {
   std::ostringstream o;
-  o << static_cast<int>(kind) << '|' << link.bandwidthGBs << '|' << link.latencyUs << '|';
+  o << static_cast<int>(kind) << '|' << link.bandwidthGBs << '|' << bandwidthGiven << '|' << link.latencyUs << '|';
   for (int d : dims) o << d << ',';
   for (bool w : wrap) o << w << ',';
   for (int r : radix) o << r << ',';
