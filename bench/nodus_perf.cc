@@ -28,8 +28,8 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
