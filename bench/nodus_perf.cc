@@ -1917,6 +1917,26 @@ std::string hostName() {
   return host;
 }
 
+// The header's line about each rank: the same width for every rank, so the
+// lines can be gathered as fixed-size blocks.
+constexpr size_t kRankLine = 320;
+
+void rankLine(int rank, char (&line)[kRankLine]) {
+  std::snprintf(line, kRankLine, "#  Rank %4d Pid %7d on %s", rank, static_cast<int>(getpid()), hostName().c_str());
+}
+
+// Rank 0's header, from every rank's line gathered in rank order (the first 64).
+void printRankLines(Reporter& reporter, int version, const char* gathered, int n) {
+  std::vector<std::string> lines;
+  const int shown = std::min(n, 64);
+  for (int r = 0; r < shown; ++r) {
+    const char* l = gathered + static_cast<size_t>(r) * kRankLine;
+    lines.emplace_back(l, strnlen(l, kRankLine));
+  }
+  if (shown < n) lines.push_back("#  ... and " + std::to_string(n - shown) + " more ranks");
+  reporter.printHeader(version, lines);
+}
+
 int libraryVersion() {
   int v = 0;
   checkNodus(nodusGetVersion(&v), "nodusGetVersion", nullptr, 0);
@@ -2041,22 +2061,12 @@ int mainMpi(int argc, char** argv, const Options& opt) {
   if (!opt.algoAll())
     checkNodus(nodusCommInitMPI(&comm, MPI_COMM_WORLD), "nodusCommInitMPI", nullptr, rank);
 
-  constexpr int kLine = 320;
-  char line[kLine] = {};
-  std::snprintf(line, sizeof line, "#  Rank %4d Pid %7d on %s", rank, static_cast<int>(getpid()),
-                hostName().c_str());
-  std::vector<char> all(rank == 0 ? static_cast<size_t>(size) * kLine : 1);
-  MPI_Gather(line, kLine, MPI_CHAR, all.data(), kLine, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (rank == 0) {
-    std::vector<std::string> lines;
-    const int shown = std::min(size, 64);
-    for (int r = 0; r < shown; ++r) {
-      const char* l = all.data() + static_cast<size_t>(r) * kLine;
-      lines.emplace_back(l, strnlen(l, kLine));
-    }
-    if (shown < size) lines.push_back("#  ... and " + std::to_string(size - shown) + " more ranks");
-    reporter->printHeader(version, lines);
-  }
+  char line[kRankLine] = {};
+  rankLine(rank, line);
+  std::vector<char> all(rank == 0 ? static_cast<size_t>(size) * kRankLine : 1);
+  MPI_Gather(line, static_cast<int>(kRankLine), MPI_CHAR, all.data(), static_cast<int>(kRankLine), MPI_CHAR, 0,
+             MPI_COMM_WORLD);
+  if (rank == 0) printRankLines(*reporter, version, all.data(), size);
 
   MpiGroup group;
   uint64_t wrong = 0;
@@ -2245,21 +2255,11 @@ int mainFile(const Options& opt) {
   FileCommMaker maker(ctrl, rank, n);
   nodusComm_t comm = opt.algoAll() ? nullptr : maker.make();
 
-  constexpr size_t kLine = 320;
-  char line[kLine] = {};
-  std::snprintf(line, sizeof line, "#  Rank %4d Pid %7d on %s", rank, static_cast<int>(getpid()), hostName().c_str());
-  std::vector<char> all(static_cast<size_t>(n) * kLine);
-  checkNodus(nodusAllGather(line, all.data(), kLine, nodusUint8, ctrl), "nodusAllGather (control)", ctrl, rank);
-  if (rank == 0) {
-    std::vector<std::string> lines;
-    const int shown = std::min(n, 64);
-    for (int r = 0; r < shown; ++r) {
-      const char* l = all.data() + static_cast<size_t>(r) * kLine;
-      lines.emplace_back(l, strnlen(l, kLine));
-    }
-    if (shown < n) lines.push_back("#  ... and " + std::to_string(n - shown) + " more ranks");
-    reporter->printHeader(version, lines);
-  }
+  char line[kRankLine] = {};
+  rankLine(rank, line);
+  std::vector<char> all(static_cast<size_t>(n) * kRankLine);
+  checkNodus(nodusAllGather(line, all.data(), kRankLine, nodusUint8, ctrl), "nodusAllGather (control)", ctrl, rank);
+  if (rank == 0) printRankLines(*reporter, version, all.data(), n);
 
   NodusGroup group(ctrl, rank);
   uint64_t wrong = 0;
@@ -2296,26 +2296,22 @@ int main(int argc, char** argv) {
     setAlgoEnv(nullptr);
   else if (opt.algoColumn())
     setAlgoEnv(opt.algo.c_str());
-  if (opt.idFileMode()) {
-    if (launcherSize() > 1) {
-      if (speaker)
-        std::fprintf(stderr,
-                     "nodus-perf: --rank/--nranks/--id-file start each rank by hand; under mpirun "
-                     "drop them (mpirun gives the ranks)\n");
-      return 2;
-    }
-    return mainFile(opt);
-  }
-  if (opt.threads > 0) {
-    if (launcherSize() > 1) {
-      if (speaker)
-        std::fprintf(stderr,
-                     "nodus-perf: -t runs all ranks as threads of one process; launch it without "
-                     "mpirun, or drop -t to run one rank per MPI process\n");
-      return 2;
-    }
-    return mainThreads(opt);
-  }
+  // Modes that start their ranks themselves: under mpirun, say so once.
+  const auto notUnderLauncher = [&](const char* why) {
+    if (launcherSize() <= 1) return true;
+    if (speaker) std::fprintf(stderr, "nodus-perf: %s\n", why);
+    return false;
+  };
+  if (opt.idFileMode())
+    return notUnderLauncher("--rank/--nranks/--id-file start each rank by hand; under mpirun drop them (mpirun "
+                            "gives the ranks)")
+               ? mainFile(opt)
+               : 2;
+  if (opt.threads > 0)
+    return notUnderLauncher("-t runs all ranks as threads of one process; launch it without mpirun, or drop -t "
+                            "to run one rank per MPI process")
+               ? mainThreads(opt)
+               : 2;
 #if NODUS_PERF_MPI
   return mainMpi(argc, argv, opt);
 #else
