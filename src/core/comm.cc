@@ -519,25 +519,18 @@ Status Comm::init(InitOptions& opts) {
 // NICs is still priced at one of them: a ring crosses each host boundary
 // once, from one rank, so one NIC is what it gets.
 Status Comm::priceLinksAtDevices() {
-  if (topo_.hosts.size() <= 1) return Status::ok();
-  // Every rank of a communicator with several hosts takes part, whatever its
-  // fabric says (the fingerprint already made them say the same).
-  struct Offer {
-    double gbs;
-    uint32_t given;
-    uint32_t pad;
-  };
-  std::vector<Offer> all(static_cast<size_t>(nranks_), Offer{0, 0, 0});
-  Offer& mine = all[static_cast<size_t>(rank_)];
-  mine.given = topo_.fabric.bandwidthGiven ? 1 : 0;
+  // Every rank returns here alike: whether the fabric gave the bandwidth is
+  // part of the fingerprint every rank checked at init.
+  if (topo_.fabric.bandwidthGiven || topo_.hosts.size() <= 1) return Status::ok();
+  double mine = 0;
   for (const auto& t : transports_)
-    if (t && t->deviceGBs() > 0) mine.gbs = mine.gbs > 0 ? std::min(mine.gbs, t->deviceGBs()) : t->deviceGBs();
-  NODUS_TRY(bootstrap_->allGather(all.data(), sizeof(Offer)));
+    if (t && t->deviceGBs() > 0) mine = mine > 0 ? std::min(mine, t->deviceGBs()) : t->deviceGBs();
+  std::vector<double> all(static_cast<size_t>(nranks_), 0.0);
+  all[static_cast<size_t>(rank_)] = mine;
+  NODUS_TRY(bootstrap_->allGather(all.data(), sizeof(double)));
   double slowest = 0;
-  for (const Offer& o : all) {
-    if (o.given) return Status::ok();
-    if (o.gbs > 0) slowest = slowest > 0 ? std::min(slowest, o.gbs) : o.gbs;
-  }
+  for (double g : all)
+    if (g > 0) slowest = slowest > 0 ? std::min(slowest, g) : g;
   if (slowest <= 0) return Status::ok();
   topo_.fabric.link.bandwidthGBs = slowest;
   if (rank_ == 0)
