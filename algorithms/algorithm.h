@@ -9,7 +9,7 @@
 #include <cmath>
 #include <span>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "plan/plan.h"
 #include "topo/topology.h"
 

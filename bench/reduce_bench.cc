@@ -16,7 +16,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "kernels/reduce.h"
 
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "sim/simulation.h"
 #include "tune/tuner.h"
 

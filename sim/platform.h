@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "topo/topology.h"
 
 namespace simgrid::s4u {

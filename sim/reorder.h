@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "plan/plan.h"
 #include "sim/runner.h"
 

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "plan/plan.h"
 #include "sim/platform.h"
 

@@ -19,9 +19,9 @@
 #include <simgrid/s4u/Host.hpp>
 #include <simgrid/s4u/Link.hpp>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "sim/bounds.h"
-#include "plan/verifier.h"
+#include "tune/planner.h"
 #include "sim/platform.h"
 #include "sim/reorder.h"
 #include "topo/fabric.h"

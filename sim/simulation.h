@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "plan/plan.h"
 #include "sim/runner.h"
 #include "topo/topology.h"

@@ -1,5 +1,5 @@
 // Unit tests of the reduction kernels (src/kernels/reduce.cc) and of the type
-// and op names (src/core/dtype.cc).
+// and op names (src/base/dtype.cc).
 //
 // Every kernel result is compared with a scalar reference written here without
 // the kernels' bit tricks: fp16/bf16 are decoded and rounded with ldexp/frexp/
@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "kernels/copy.h"
 #include "kernels/reduce.h"
 

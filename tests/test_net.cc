@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/socket.h"
+#include "base/socket.h"
 #include "nodus/nodus.h"
 #include "transports/net/net.h"
 #include "transports/net/tcp/tcp_net.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/params.h"
+#include "base/params.h"
 
 namespace nodus {
 namespace {

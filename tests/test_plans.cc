@@ -12,7 +12,7 @@
 #include "algorithms/algorithm.h"
 #include "algorithms/tree.h"
 #include "plan/plan.h"
-#include "plan/verifier.h"
+#include "tune/planner.h"
 #include "topo/topology.h"
 #include "tune/tuner.h"
 

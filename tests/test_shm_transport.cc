@@ -14,7 +14,7 @@
 #include <new>
 #include <vector>
 
-#include "core/bootstrap.h"
+#include "base/bootstrap.h"
 #include "kernels/copy.h"
 #include "transports/doorbell.h"
 #include "transports/shm/shm_transport.h"

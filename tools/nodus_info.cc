@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
-#include "core/params.h"
-#include "core/socket.h"
+#include "base/params.h"
+#include "base/socket.h"
 #include "nodus/nodus.h"
 #include "transports/registry.h"
 

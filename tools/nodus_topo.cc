@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "topo/fabric.h"
 #include "topo/node.h"
 #include "topo/topology.h"

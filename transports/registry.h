@@ -5,7 +5,7 @@
 #include <span>
 #include <string>
 
-#include "core/params.h"
+#include "base/params.h"
 #include "topo/topology.h"
 #include "transports/transport.h"
 

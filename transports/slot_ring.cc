@@ -13,8 +13,8 @@
 #include <cstring>
 #include <ctime>
 
-#include "core/dtype.h"
-#include "core/log.h"
+#include "base/dtype.h"
+#include "base/log.h"
 #include "kernels/copy.h"
 
 #if defined(__x86_64__)

@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "algorithms/algorithm.h"
-#include "plan/verifier.h"
+#include "tune/planner.h"
 #include "sim/bounds.h"
 #include "sim/reorder.h"
 #include "sim/simulation.h"

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "core/comm.h"
-#include "core/dtype.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/dtype.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "nodus/nodus.h"
 
 using namespace nodus;

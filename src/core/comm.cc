@@ -12,9 +12,9 @@
 #include <mutex>
 #include <span>
 
-#include "core/dtype.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/dtype.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "topo/node.h"
 #include "transports/registry.h"
 
@@ -568,50 +568,12 @@ Status Comm::plan(const PlanKey& key, const Plan** out) {
     *out = it->second.get();
     return Status::ok();
   }
-  PlanContext ctx = planContext();
   Choice choice;
-  NODUS_TRY(chooseAlgorithm(key, ctx, cfg_.algoSpec, &choice));
-  const Algorithm* algo = choice.algo;
-  ctx.sliceBytes = choice.sliceBytes;
-  ctx.channels = choice.channels;
+  PlanCapabilities caps;
+  caps.wholeReferences = wholeReferences_;
   auto p = std::make_unique<Plan>();
-  p->key = key;
-  p->algorithm = algo->name;
-  NODUS_TRY(algo->build(key, ctx, *p));
-  p->sliceElems = std::max<uint64_t>(1, choice.sliceBytes / key.typeSize);
-  p->roundSlices = cfg_.roundSlices;
-  for (const Step& s : p->steps) p->maxSlices = std::max(p->maxSlices, (s.count + p->sliceElems - 1) / p->sliceElems);
-  markStableSends(*p);
-  if (p->referencesAcross && topo_.oversubscribed) {
-    // Ranks that share cores: a sender by reference waits for its reader,
-    // which may not be running. Only slices of 64 KiB or more pay for that
-    // (4 ranks on 2 cores, AllGather of 128 KiB, i.e. 32 KiB slices: 24 us
-    // through the slots, 31 by reference; 256 KiB: even).
-    uint64_t largest = 0;
-    for (const Step& s : p->steps)
-      if (opSends(s.op) && s.sendsStable) largest = std::max(largest, std::min(s.count, p->sliceElems) * key.typeSize);
-    p->referencesAcross = largest >= (64u << 10);
-  }
-  if (p->referencesAcross && wholeReferences_ && !key.listRecv && !cfg_.sliceForced) {
-    // Every connection reads references from its sender's memory and this
-    // plan sends only by reference (every send stable), so a slice need
-    // not fit a slot: fewer, larger process_vm_readv calls. 2 processes,
-    // AllGather 1-16 MiB: 0.90-0.95 of Open MPI's time in 128 KiB slices,
-    // 0.95-1.04 in 512 KiB-2 MiB ones. kMaxReferenceSliceBytes bounds one
-    // read.
-    bool allStable = true;
-    uint64_t longest = 0;
-    for (const Step& s : p->steps) {
-      if (opSends(s.op)) allStable &= s.sendsStable;
-      longest = std::max(longest, s.count);
-    }
-    const uint64_t cap = std::max<uint64_t>(1, kMaxReferenceSliceBytes / key.typeSize);
-    if (allStable && longest > p->sliceElems) {
-      p->sliceElems = std::min(longest, cap);
-      p->maxSlices = 0;
-      for (const Step& s : p->steps) p->maxSlices = std::max(p->maxSlices, (s.count + p->sliceElems - 1) / p->sliceElems);
-    }
-  }
+  NODUS_TRY(makePlan(key, planContext(), cfg_.algoSpec, caps, p.get(), &choice));
+  const Algorithm* algo = choice.algo;
   NODUS_INFO(rank_,
              "%s count=%llu x %uB%s root=%d: %s in %s slices%s, %u channel(s)%s, %zu step(s), %zu phase(s) "
              "(estimates: %s)",

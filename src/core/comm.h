@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
-#include "core/bootstrap.h"
-#include "core/status.h"
+#include "base/bootstrap.h"
+#include "base/status.h"
 #include "exec/executor.h"
 #include "topo/binding.h"
 #include "topo/topology.h"
-#include "tune/tuner.h"
+#include "tune/planner.h"
 #include "transports/transport.h"
 
 namespace nodus {

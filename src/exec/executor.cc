@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "core/comm.h"
-#include "core/dtype.h"
-#include "core/log.h"
+#include "base/dtype.h"
+#include "base/log.h"
 #include "kernels/reduce.h"
 
 namespace nodus {

@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "nodus/nodus.h"
 #include "plan/plan.h"
 

@@ -24,7 +24,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

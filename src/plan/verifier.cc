@@ -117,9 +117,9 @@ struct RankState {
 
 class Simulation {
  public:
-  Simulation(const VerifyCase& c, const PlanContext& ctx, const std::vector<Plan>& plans)
-      : c_(c), plans_(plans), slots_(ctx.slots ? ctx.slots : 1), roundSlices_(ctx.roundSlices) {
-    sliceElems_ = std::max<uint64_t>(1, ctx.sliceBytes / c.typeSize);
+  Simulation(const VerifyCase& c, const VerifyLimits& limits, const std::vector<Plan>& plans)
+      : c_(c), plans_(plans), slots_(limits.slots ? limits.slots : 1), roundSlices_(limits.roundSlices) {
+    sliceElems_ = std::max<uint64_t>(1, limits.sliceBytes / c.typeSize);
   }
 
   Status run() {
@@ -433,22 +433,9 @@ class Simulation {
 
 }  // namespace
 
-Status verifyPlans(const VerifyCase& c, const PlanContext& ctx, const std::vector<Plan>& plans) {
-  Simulation sim(c, ctx, plans);
+Status verifyPlans(const VerifyCase& c, const VerifyLimits& limits, const std::vector<Plan>& plans) {
+  Simulation sim(c, limits, plans);
   return sim.run();
-}
-
-Status verifyAlgorithm(const Algorithm& algo, const VerifyCase& c, const PlanContext& ctx) {
-  std::vector<Plan> plans(c.nranks);
-  for (int r = 0; r < c.nranks; ++r) {
-    PlanKey key{c.coll, c.nranks, r, c.count, c.typeSize, c.root, c.inPlace};
-    if (!algo.supports(key, ctx))
-      return makeError(nodusInvalidArgument, "%s does not support %s", algo.name, collectiveName(c.coll));
-    plans[r].key = key;
-    plans[r].algorithm = algo.name;
-    NODUS_TRY(algo.build(key, ctx, plans[r]));
-  }
-  return verifyPlans(c, ctx, plans);
 }
 
 }  // namespace nodus

@@ -10,8 +10,7 @@
 
 #include <functional>
 
-#include "algorithms/algorithm.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "plan/plan.h"
 
 namespace nodus {
@@ -25,10 +24,15 @@ struct VerifyCase {
   uint32_t typeSize = 4;
 };
 
-// Builds every rank's plan with `algo` and checks the outcome.
-Status verifyAlgorithm(const Algorithm& algo, const VerifyCase& c, const PlanContext& ctx);
+// What the connections the plans run over buffer, as the executor cuts them.
+struct VerifyLimits {
+  uint32_t slots = 1;        // slices a connection buffers before its sender waits
+  uint32_t roundSlices = 1;  // slices of a step moved in a row (Plan::roundSlices)
+  uint64_t sliceBytes = 0;   // bytes per slice
+};
 
-// Same, over plans the caller provides (plans[r] for rank r).
-Status verifyPlans(const VerifyCase& c, const PlanContext& ctx, const std::vector<Plan>& plans);
+// Checks the plans every rank would run (plans[r] for rank r). Building
+// them is the planner's (src/tune/planner.h: verifyAlgorithm).
+Status verifyPlans(const VerifyCase& c, const VerifyLimits& limits, const std::vector<Plan>& plans);
 
 }  // namespace nodus

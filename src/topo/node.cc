@@ -10,7 +10,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "core/params.h"
+#include "base/params.h"
 
 namespace nodus {
 

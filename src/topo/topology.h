@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "topo/fabric.h"
 
 namespace nodus {

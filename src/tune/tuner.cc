@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "algorithms/direct.h"
-#include "core/params.h"
+#include "base/params.h"
 
 namespace nodus {
 

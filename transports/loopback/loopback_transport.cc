@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "core/bootstrap.h"
+#include "base/bootstrap.h"
 #include "transports/slot_ring.h"
 
 namespace nodus {

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "core/bootstrap.h"
-#include "core/status.h"
+#include "base/bootstrap.h"
+#include "base/status.h"
 
 namespace nodus {
 struct NodeInfo;

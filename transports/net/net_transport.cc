@@ -11,10 +11,10 @@
 #include <mutex>
 #include <thread>
 
-#include "core/bootstrap.h"
-#include "core/log.h"
-#include "core/params.h"
-#include "core/socket.h"
+#include "base/bootstrap.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/socket.h"
 #include "transports/net/net.h"
 #include "transports/net/tcp/tcp_net.h"
 #include "transports/slot_ring.h"

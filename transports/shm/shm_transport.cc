@@ -12,8 +12,8 @@
 #include <cstring>
 #include <string>
 
-#include "core/bootstrap.h"
-#include "core/log.h"
+#include "base/bootstrap.h"
+#include "base/log.h"
 #include "transports/slot_ring.h"
 
 namespace nodus {

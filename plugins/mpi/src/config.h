@@ -1,5 +1,5 @@
 // The plugin's settings, read once at MPI_Init. Declared (name, default, help)
-// in nodus' central registry, src/core/params.cc, so that nodus-info lists
+// in nodus' central registry, src/base/params.cc, so that nodus-info lists
 // them; read here because the registry is internal to libnodus (the plugin
 // links only its C API). Keep the defaults equal.
 #pragma once

@@ -16,8 +16,8 @@
 #include <memory>
 #include <utility>
 
-#include "core/log.h"
-#include "core/socket.h"
+#include "base/log.h"
+#include "base/socket.h"
 #include "transports/net/tcp/tcp_wire.h"
 
 namespace nodus::net {

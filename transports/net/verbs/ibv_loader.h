@@ -12,7 +12,7 @@
 
 #include <infiniband/verbs.h>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace nodus::net::verbs {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "transports/net/verbs/verbs_wire.h"
 
 namespace nodus {

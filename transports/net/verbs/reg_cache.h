@@ -19,7 +19,7 @@
 #include <list>
 #include <memory>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace nodus::net::verbs {
 

@@ -14,9 +14,9 @@
 #include <mutex>
 #include <vector>
 
-#include "core/log.h"
-#include "core/params.h"
-#include "core/socket.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/socket.h"
 #include "transports/net/net_transport.h"
 #include "transports/net/verbs/ibv_loader.h"
 #include "transports/net/verbs/qp_setup.h"

@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace nodus::net::verbs {
 

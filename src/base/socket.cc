@@ -1,4 +1,4 @@
-#include "core/socket.h"
+#include "base/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/params.h"
+#include "base/params.h"
 
 namespace nodus {
 

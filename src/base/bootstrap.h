@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "nodus/nodus.h"
 
 namespace nodus {

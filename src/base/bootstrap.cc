@@ -1,4 +1,4 @@
-#include "core/bootstrap.h"
+#include "base/bootstrap.h"
 
 #include <arpa/inet.h>
 #include <sys/random.h>
@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/log.h"
-#include "core/params.h"
-#include "core/socket.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/socket.h"
 
 namespace nodus {
 
