@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/cost_model.h"
 #include "algorithms/plan_builder.h"
 
 namespace nodus {

@@ -17,6 +17,7 @@
 #include <bit>
 #include <cmath>
 
+#include "algorithms/cost_model.h"
 #include "algorithms/plan_builder.h"
 
 namespace nodus {

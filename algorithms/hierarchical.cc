@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "algorithms/cost_model.h"
 #include "algorithms/dimension_wise.h"
 
 namespace nodus {

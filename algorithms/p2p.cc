@@ -1,6 +1,7 @@
 // Point-to-point: one send or one receive, sliced through the connection.
 #include "algorithms/p2p.h"
 
+#include "algorithms/cost_model.h"
 #include "algorithms/plan_builder.h"
 
 namespace nodus {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "algorithms/cost_model.h"
 #include "algorithms/plan_builder.h"
 
 namespace nodus {

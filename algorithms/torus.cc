@@ -6,6 +6,7 @@
 // uses 2 of a node's 2*D links; this uses all of them.
 #include "algorithms/torus.h"
 
+#include "algorithms/cost_model.h"
 #include "algorithms/dimension_wise.h"
 
 namespace nodus {

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "algorithms/cost_model.h"
 #include "algorithms/plan_builder.h"
 
 namespace nodus {

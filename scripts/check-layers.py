@@ -19,7 +19,10 @@ may be included everywhere):
 Two folders of one layer may not include each other either (transports and
 algorithms know nothing of one another), so that each can be read alone.
 
-Usage: scripts/check-layers.py [REPO]   (exit 1 and one line per violation)
+Usage: scripts/check-layers.py [REPO]            exit 1 and one line per violation
+       scripts/check-layers.py --dot FILE [REPO]  also writes the folders and the
+                                                  includes between them as Graphviz
+                                                  (docs/layers.svg is made from it)
 """
 import os
 import re
@@ -65,9 +68,38 @@ def resolve(include, including, repo):
     return None
 
 
+def write_dot(path, edges):
+    """Folders as boxes ranked by layer, an arrow per folder pair that includes, labelled with the count."""
+    lines = ["digraph layers {", '  rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#eef3fb", '
+             'fontname="Helvetica"]; edge [color="#5a6b84", fontname="Helvetica", fontsize=9];']
+    ranks = {}
+    for folder, rank in LAYERS:
+        if folder in ("tests", "examples"):
+            continue
+        ranks.setdefault(rank, []).append(folder)
+    for rank in sorted(ranks):
+        names = " ".join(f'"{f}"' for f in ranks[rank])
+        lines.append(f'  {{ rank=same; {names} }}')
+        for f in ranks[rank]:
+            label = f if rank >= 0 else "include/nodus (C API types)"
+            lines.append(f'  "{f}" [label="{label}\\nlayer {rank}"];')
+    for (a, b), n in sorted(edges.items()):
+        if a in ("tests", "examples") or b in ("tests", "examples"):
+            continue
+        lines.append(f'  "{a}" -> "{b}" [label="{n}"];')
+    lines.append("}")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main():
-    repo = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    args = sys.argv[1:]
+    dot = None
+    if len(args) >= 2 and args[0] == "--dot":
+        dot, args = args[1], args[2:]
+    repo = os.path.abspath(args[0] if args else os.path.join(os.path.dirname(__file__), ".."))
     bad = []
+    edges = {}
     checked = 0
     for top in ("src", "algorithms", "transports", "tools", "bench", "sim", "plugins"):
         for root, dirs, files in os.walk(os.path.join(repo, top)):
@@ -89,9 +121,13 @@ def main():
                         theirs = layer_of(target) if target else None
                         if theirs is None:
                             continue  # a file of the same plugin, a generated header
+                        if theirs[0] != mine[0]:
+                            edges[(mine[0], theirs[0])] = edges.get((mine[0], theirs[0]), 0) + 1
                         if theirs[1] > mine[1] or (theirs[1] == mine[1] and theirs[0] != mine[0] and mine[1] < 7):
                             bad.append(f"{path}:{lineno}: {mine[0]} (layer {mine[1]}) includes {target} "
                                        f"({theirs[0]}, layer {theirs[1]})")
+    if dot:
+        write_dot(dot, edges)
     for line in bad:
         print(line)
     print(f"check-layers: {checked} includes checked, {len(bad)} point up or across the layer order")

@@ -24,6 +24,8 @@ run_tests() {
   ctest --test-dir "$dir" -j "$jobs" --output-on-failure --no-tests=error "$@"
 }
 
+echo "== include direction"
+python3 scripts/check-layers.py
 build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 run_tests build
 

@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "base/params.h"
+#include "base/settings.h"
+#include "base/size.h"
 #include "sim/simulation.h"
 #include "tune/tuner.h"
 
@@ -45,7 +46,7 @@ void usage(FILE* f) {
           "                       NODUS_TORUS_DIMS, NODUS_FATTREE)\n"
           "  --hosts N            hosts in the job (default: every place of the fabric)\n"
           "  --ranks-per-host L   ranks on each host (default 1)\n"
-          "  --slice-bytes B      pipelining slice (default NODUS_CHUNK_BYTES, else the tuner's pick up to\n"
+          "  --slice-bytes B      pipelining slice (default NODUS_SLICE_BYTES, else the tuner's pick up to\n"
           "                       the slot: NODUS_SLOT_BYTES, else the modelled transports' own, 512K\n"
           "                       with one rank per host (verbs), 128K with several (shm))\n"
           "  --slots K            slices in flight per connection (default NODUS_SLOTS, 8)\n"
@@ -69,17 +70,8 @@ void usage(FILE* f) {
           "  RESULT coll=... algo=... bytes=... hosts=... ranks=... sim_us=... bound_us=... tuner_us=...\n");
 }
 
-bool parseSize(const char* s, uint64_t* out) {
-  char* end = nullptr;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s) return false;
-  if (*end == 'K' || *end == 'k') v <<= 10, ++end;
-  else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
-  else if (*end == 'G' || *end == 'g') v <<= 30, ++end;
-  if (*end == 'B') ++end;
-  *out = v;
-  return *end == '\0' && v > 0;
-}
+// A size option: one of base/size.h's, and more than zero.
+bool parsePositiveSize(const char* s, uint64_t* out) { return parseUnsignedSize(s, out) && *out > 0; }
 
 std::vector<std::string> splitList(const std::string& s) {
   std::vector<std::string> out;
@@ -89,8 +81,8 @@ std::vector<std::string> splitList(const std::string& s) {
   return out;
 }
 
-// A --fabric spec as the environment the runtime reads.
-bool fabricEnv(const std::string& spec, std::vector<std::string>* env) {
+// A --fabric spec as the settings the runtime reads.
+bool fabricSettings(const std::string& spec, std::vector<std::string>* env) {
   *env = {"NODUS_TOPO_FILE=", "NODUS_TORUS_DIMS=", "NODUS_FATTREE="};
   if (spec == "env") return env->clear(), true;
   if (spec == "flat") return true;
@@ -104,14 +96,6 @@ bool fabricEnv(const std::string& spec, std::vector<std::string>* env) {
   return true;
 }
 
-void applyEnv(const std::vector<std::string>& env) {
-  for (const std::string& kv : env) {
-    const size_t eq = kv.find('=');
-    const std::string name = kv.substr(0, eq), value = kv.substr(eq + 1);
-    if (value.empty()) unsetenv(name.c_str());
-    else setenv(name.c_str(), value.c_str(), 1);
-  }
-}
 
 std::string jsonString(const std::string& s) {
   std::string o = "\"";
@@ -171,7 +155,8 @@ std::string jsonOf(const SimOutcome& o, const std::string& fabric) {
 // What the parent needs to know about a fabric before simulating on it.
 struct FabricJob {
   std::string name;              // the --fabric spec, or "env"
-  std::vector<std::string> env;  // for the children
+  std::vector<std::string> settings;  // "NAME=value" settings for the children
+  Settings resolved;                  // the environment's with those applied
   Topology topo;
   PlanContext ctx;
   std::vector<size_t> specs;  // indexes into the spec list
@@ -280,32 +265,27 @@ int run(Options& o) {
     else if (findAlgorithm(a.c_str()) == nullptr) return fprintf(stderr, "nodus-sim: no algorithm named '%s'\n", a.c_str()), 2;
     else named.push_back(a);
   }
+  Settings env;
+  if (Status s = Settings::fromEnvironment(&env); !s.isOk()) return fprintf(stderr, "nodus-sim: %s\n", s.message().c_str()), 2;
   AlgoSpec rules;
-  if (Status s = AlgoSpec::parse(param::kAlgo.get(), &rules); !s.isOk())
+  if (Status s = AlgoSpec::parse(env.get(param::kAlgo), &rules); !s.isOk())
     return fprintf(stderr, "nodus-sim: %s\n", s.message().c_str()), 2;
 
   std::vector<SimSpec> specs;
   std::vector<FabricJob> fabrics;
   std::vector<std::string> columns;  // algorithm names, for the sweep tables
-  const std::vector<std::string> saved = {"NODUS_TOPO_FILE", "NODUS_TORUS_DIMS", "NODUS_FATTREE"};
   for (const std::string& f : o.fabrics) {
     FabricJob fj;
     fj.name = f;
-    if (!fabricEnv(f, &fj.env)) return fprintf(stderr, "nodus-sim: --fabric %s: expected torus:DIMS, fattree:RADIX[:OVER], file:PATH or flat\n", f.c_str()), 2;
-    std::vector<std::string> restore;
-    for (const std::string& n : saved) {
-      const char* v = getenv(n.c_str());
-      restore.push_back(n + "=" + (v ? v : ""));
-    }
-    applyEnv(fj.env);
-    Status s = topologyFromEnvironment(o.base.hosts, o.base.ranksPerHost, &fj.topo);
-    applyEnv(restore);
+    if (!fabricSettings(f, &fj.settings)) return fprintf(stderr, "nodus-sim: --fabric %s: expected torus:DIMS, fattree:RADIX[:OVER], file:PATH or flat\n", f.c_str()), 2;
+    Status s = settingsOf(fj.settings, &fj.resolved);
+    if (s.isOk()) s = topologyFromSettings(fj.resolved, o.base.hosts, o.base.ranksPerHost, &fj.topo);
     if (!s.isOk()) return fprintf(stderr, "nodus-sim: %s\n", s.message().c_str()), 1;
     if (f == "env") fj.name = fj.topo.fabric.describe();
     fabrics.push_back(std::move(fj));
   }
   for (FabricJob& fj : fabrics) {
-    fj.ctx = contextFor(o.base, fj.topo);
+    fj.ctx = contextFor(o.base, fj.resolved, fj.topo);
     const int p = fj.topo.nranks;
     for (uint64_t bytes : sizes(o)) {
       const bool split = o.coll == Collective::AllGather || o.coll == Collective::ReduceScatter;
@@ -336,7 +316,7 @@ int run(Options& o) {
         s.coll = o.coll;
         s.bytes = bytes;
         s.algo = a;
-        s.env = fj.env;
+        s.settings = fj.settings;
         fj.specs.push_back(specs.size());
         specs.push_back(std::move(s));
       }
@@ -445,7 +425,7 @@ int main(int argc, char** argv) {
     };
     auto size = [&]() {
       uint64_t v = 0;
-      if (!parseSize(value("a size"), &v)) {
+      if (!parsePositiveSize(value("a size"), &v)) {
         fprintf(stderr, "nodus-sim: %s: not a size\n", a.c_str());
         exit(2);
       }

@@ -50,14 +50,36 @@ std::string lowerName(Collective c) {
   return s;
 }
 
+Status settingsOf(const std::vector<std::string>& overrides, Settings* out) {
+  NODUS_TRY(Settings::fromEnvironment(out));
+  for (const std::string& kv : overrides) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) return makeError(nodusInvalidArgument, "setting '%s' is not NAME=value", kv.c_str());
+    const std::string name = kv.substr(0, eq), value = kv.substr(eq + 1);
+    const ParamInfo* p = findParam(name);
+    if (p == nullptr) return makeError(nodusInvalidArgument, "%s is not a nodus parameter", name.c_str());
+    if (value.empty()) out->reset(*p);
+    else NODUS_TRY(out->set(*p, value));
+  }
+  return Status::ok();
+}
+
 PlanContext contextFor(const SimSpec& spec, const Topology& topo) {
+  Settings settings;
+  (void)settingsOf(spec.settings, &settings);
+  return contextFor(spec, settings, topo);
+}
+
+PlanContext contextFor(const SimSpec& spec, const Settings& settings, const Topology& topo) {
   PlanContext ctx;
-  contextFromEnvironment(&ctx, static_cast<int64_t>(modelledSlotBytes(topo)));
+  contextFromSettings(settings, &ctx, static_cast<int64_t>(modelledSlotBytes(topo)));
   if (spec.sliceBytes) ctx.sliceBytes = spec.sliceBytes, ctx.sliceForced = true;
   if (spec.slots) ctx.slots = spec.slots;
-  const int64_t env = param::kRoundSlices.get();
-  ctx.roundSlices = spec.roundSlices ? spec.roundSlices : static_cast<uint32_t>(env > 0 ? env : std::max<uint32_t>(1, ctx.slots / 2));
+  const int64_t round = settings.get(param::kRoundSlices);
+  ctx.roundSlices = spec.roundSlices ? spec.roundSlices
+                                     : static_cast<uint32_t>(round > 0 ? round : std::max<uint32_t>(1, ctx.slots / 2));
   ctx.topo = &topo;
+  if (spec.priceAsRuntime) return ctx;
   // The tuner prices the machine simulated: reductions as the run models
   // them (SimSpec::gammaGBs), the local passes it does not model free.
   ctx.gammaUsPerByte = spec.gammaGBs < 0 ? CostModel::of(ctx).gammaUsPerByte
@@ -67,9 +89,9 @@ PlanContext contextFor(const SimSpec& spec, const Topology& topo) {
   return ctx;
 }
 
-Status topologyFromEnvironment(int hosts, int ranksPerHost, Topology* out) {
+Status topologyFromSettings(const Settings& settings, int hosts, int ranksPerHost, Topology* out) {
   FabricConfig fabric;
-  NODUS_TRY(fabricFromEnvironment(&fabric));
+  NODUS_TRY(fabricFromSettings(settings, &fabric));
   if (hosts <= 0) {
     if (fabric.placement == FabricConfig::Placement::ByName) hosts = static_cast<int>(fabric.named.size());
     else hosts = fabric.kind == FabricKind::Flat ? 1 : static_cast<int>(std::min<uint64_t>(fabric.capacity(), 1 << 16));
@@ -117,15 +139,6 @@ std::unique_ptr<sg4::Engine> startEngine(const std::vector<std::string>& extra) 
   return std::make_unique<sg4::Engine>(&argc, argv.data());
 }
 
-void applyEnv(const std::vector<std::string>& env) {
-  for (const std::string& kv : env) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string name = kv.substr(0, eq), value = kv.substr(eq + 1);
-    if (value.empty()) unsetenv(name.c_str());
-    else setenv(name.c_str(), value.c_str(), 1);
-  }
-}
 
 LinkSummary summarize(const std::vector<LinkUse>& links, double seconds) {
   LinkSummary s;
@@ -145,6 +158,36 @@ LinkSummary summarize(const std::vector<LinkUse>& links, double seconds) {
   return s;
 }
 
+void applyCoreShare(const SimSpec& spec, Topology* topo) {
+  if (spec.coreShare > 1) {
+    topo->oversubscribed = true;
+    topo->coreShare = spec.coreShare;
+  }
+}
+
+// Every rank's plan, as the runtime's planner makes it, with the algorithm
+// the spec asks for forced as NODUS_ALGO would force it.
+Status planAll(const SimSpec& spec, const PlanContext& ctx, const AlgoSpec& rules, uint64_t count, bool inPlace,
+               std::vector<Plan>* plans) {
+  AlgoSpec runRules = rules;
+  if (spec.algo != "auto") NODUS_TRY(AlgoSpec::parse(spec.algo, &runRules));
+  const int p = ctx.topo->nranks;
+  plans->assign(static_cast<size_t>(p), Plan{});
+  for (int r = 0; r < p; ++r) {
+    Plan& plan = (*plans)[static_cast<size_t>(r)];
+    const PlanKey key{spec.coll, p, r, count, spec.typeSize, spec.root, inPlace};
+    NODUS_TRY(makePlan(key, ctx, runRules, PlanCapabilities{}, &plan));
+    if (spec.algo != "auto" && plan.algorithm != spec.algo)
+      return makeError(nodusInternalError, "the planner made a %s plan where %s was asked for", plan.algorithm.c_str(),
+                       spec.algo.c_str());
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+namespace {
+
 SimOutcome runChild(const SimSpec& spec) {
   SimOutcome out;
   out.coll = lowerName(spec.coll);
@@ -154,15 +197,18 @@ SimOutcome runChild(const SimSpec& spec) {
     out.error = s.message();
     return out;
   };
-  applyEnv(spec.env);
+  Settings settings;
+  if (Status s = settingsOf(spec.settings, &settings); !s.isOk()) return fail(s);
   Topology topo;
-  if (Status s = topologyFromEnvironment(spec.hosts, spec.ranksPerHost, &topo); !s.isOk()) return fail(s);
+  if (Status s = topologyFromSettings(settings, spec.hosts, spec.ranksPerHost, &topo); !s.isOk()) return fail(s);
+  applyCoreShare(spec, &topo);
   const int p = topo.nranks;
   out.hosts = static_cast<int>(topo.hosts.size());
   out.ranks = p;
   out.fabric = topo.fabric.describe();
 
-  PlanContext ctx = contextFor(spec, topo);
+  PlanContext ctx = contextFor(spec, settings, topo);
+  const PlanContext planned = ctx;  // what the planner is given, as the runtime's is
 
   const bool split = spec.coll == Collective::AllGather || spec.coll == Collective::ReduceScatter;
   const uint64_t perRank = split ? spec.bytes / static_cast<uint64_t>(p) : spec.bytes;
@@ -172,7 +218,7 @@ SimOutcome runChild(const SimSpec& spec) {
   const PlanKey key0{spec.coll, p, 0, count, spec.typeSize, spec.root, false};
 
   AlgoSpec rules;
-  if (Status s = AlgoSpec::parse(param::kAlgo.get(), &rules); !s.isOk()) return fail(s);
+  if (Status s = AlgoSpec::parse(settings.get(param::kAlgo), &rules); !s.isOk()) return fail(s);
   Choice choice;
   if (Status s = chooseAlgorithm(key0, ctx, rules, &choice); !s.isOk()) return fail(s);
   out.pick = choice.algo->name;
@@ -214,14 +260,9 @@ SimOutcome runChild(const SimSpec& spec) {
   out.boundUs = bound.us;
   out.boundFormula = bound.formula;
 
-  std::vector<Plan> plans(static_cast<size_t>(p));
-  for (int r = 0; r < p; ++r) {
-    Plan& plan = plans[static_cast<size_t>(r)];
-    plan.key = PlanKey{spec.coll, p, r, count, spec.typeSize, spec.root, false};
-    plan.algorithm = algo->name;
-    plan.sliceElems = std::max<uint64_t>(1, ctx.sliceBytes / spec.typeSize);
-    if (Status s = algo->build(plan.key, ctx, plan); !s.isOk()) return fail(s);
-  }
+  // The plans are the runtime's (its planner).
+  std::vector<Plan> plans;
+  if (Status s = planAll(spec, planned, rules, count, false, &plans); !s.isOk()) return fail(s);
   if (spec.editPlans)
     if (Status s = spec.editPlans(topo, plans); !s.isOk()) return fail(s);
   std::vector<std::vector<Plan>> laneSplit(plans.size());
@@ -402,6 +443,19 @@ SimOutcome finish(Child& c) {
 }
 
 }  // namespace
+
+Status simulatedPlans(const SimSpec& spec, uint64_t count, bool inPlace, std::vector<Plan>* plans) {
+  Settings settings;
+  NODUS_TRY(settingsOf(spec.settings, &settings));
+  Topology topo;
+  NODUS_TRY(topologyFromSettings(settings, spec.hosts, spec.ranksPerHost, &topo));
+  applyCoreShare(spec, &topo);
+  const PlanContext ctx = contextFor(spec, settings, topo);
+  AlgoSpec rules;
+  NODUS_TRY(AlgoSpec::parse(settings.get(param::kAlgo), &rules));
+  return planAll(spec, ctx, rules, count, inPlace, plans);
+}
+
 
 Status inChild(const std::function<Status()>& fn) {
   int fds[2];

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "base/settings.h"
 #include "base/status.h"
 #include "plan/plan.h"
 #include "sim/runner.h"
@@ -27,12 +28,13 @@ struct SimSpec {
   int root = 0;
   std::string algo = "auto";  // a registered algorithm, or auto (the tuner, NODUS_ALGO honoured)
 
-  // Environment for the child, applied before the fabric is read: e.g.
-  // {"NODUS_TORUS_DIMS=8x8x8"}. "NAME=" unsets NAME.
-  std::vector<std::string> env;
+  // Settings for the run, "NAME=value" over the environment's (settingsOf),
+  // e.g. {"NODUS_TORUS_DIMS=8x8x8"}; "NAME=" puts NAME back to its default.
+  // Applied to a Settings value, never to the process environment.
+  std::vector<std::string> settings;
   int hosts = 0;         // 0: every place of the fabric (flat: 1)
   int ranksPerHost = 1;
-  uint64_t sliceBytes = 0;  // forced slice; 0: as the runtime takes it (NODUS_CHUNK_BYTES, else the tuner's pick)
+  uint64_t sliceBytes = 0;  // forced slice; 0: as the runtime takes it (NODUS_SLICE_BYTES, else the tuner's pick)
   uint32_t slots = 0;       // 0: NODUS_SLOTS
   double softwareUs = -1;   // < 0: the cost model's per-message software overhead
   double intraGBs = -1, intraLatencyUs = -1;  // < 0: the cost model's intra-host constants
@@ -46,6 +48,13 @@ struct SimSpec {
   std::vector<std::string> simgridConfig;  // extra --cfg=... items
   double timeoutS = 0;                     // kill the child after this many seconds (0: never)
 
+  // The runtime's view of its hosts' cores: > 1, the ranks of a host share
+  // cores this much (Topology::coreShare, oversubscribed); 0: a core each.
+  double coreShare = 0;
+  // Price as the runtime does (its measured reductions and local passes),
+  // not as the simulated machine works (gammaGBs; no passes).
+  bool priceAsRuntime = false;
+
   // Tests: replace the algorithm's plans (plans[r] for rank r, keys filled in).
   std::function<Status(const Topology&, std::vector<Plan>&)> editPlans;
 };
@@ -53,7 +62,15 @@ struct SimSpec {
 // The PlanContext a spec runs with: the runtime's (contextFromEnvironment),
 // with the spec's slice (forced), slots and round slices where it sets them,
 // and the local work priced as the spec simulates it (gammaGBs; no passes).
+PlanContext contextFor(const SimSpec& spec, const Settings& settings, const Topology& topo);
+// The same with the spec's own settings (settingsOf; a bad one leaves its default).
 PlanContext contextFor(const SimSpec& spec, const Topology& topo);
+// The plans every rank of `spec` runs (plans[r] for rank r) for `count`
+// elements a rank, made by the runtime's planner (makePlan) with the spec's
+// settings, topology and context: what runChild simulates.
+Status simulatedPlans(const SimSpec& spec, uint64_t count, bool inPlace, std::vector<Plan>* plans);
+// The environment's settings with `overrides` ("NAME=value"; "NAME=": the default).
+Status settingsOf(const std::vector<std::string>& overrides, Settings* out);
 
 struct LinkSummary {
   int fabricLinks = 0;        // fabric links some slice crossed
@@ -100,7 +117,13 @@ std::vector<SimOutcome> simulateMany(const std::vector<SimSpec>& specs, int jobs
 // The topology the runtime would build for `hosts` hosts of `ranksPerHost`
 // ranks on the fabric the environment describes (nodus-topo's rules: host
 // names host0, host1, ... unless the fabric lists names; in-order placement).
-Status topologyFromEnvironment(int hosts, int ranksPerHost, Topology* out);
+Status topologyFromSettings(const Settings& settings, int hosts, int ranksPerHost, Topology* out);
+// The same with the environment as it is now (tests).
+inline Status topologyFromEnvironment(int hosts, int ranksPerHost, Topology* out) {
+  Settings s;
+  NODUS_TRY(Settings::fromEnvironment(&s));
+  return topologyFromSettings(s, hosts, ranksPerHost, out);
+}
 
 // Runs `fn` in a forked child and returns its Status (SimGrid allows one
 // engine per process: tests that build platforms themselves use this).

@@ -44,9 +44,16 @@ class TcpNetTest : public ::testing::Test {
   }
   void TearDown() override { unsetenv("NODUS_SOCKET_IFNAME"); }
 
+  // The environment as it is now, with NODUS_NSOCKS=nsocks.
+  static Settings Env(int nsocks) {
+    Settings s;
+    EXPECT_TRUE(Settings::fromEnvironment(&s).isOk());
+    EXPECT_TRUE(s.set(param::kNsocks, nsocks).isOk());
+    return s;
+  }
   std::unique_ptr<net::Net> MakeNet(int nsocks) {
     std::unique_ptr<net::Net> n;
-    Status s = net::makeTcpNet(nsocks, &n);
+    Status s = net::makeTcpNet(Env(nsocks), &n);
     EXPECT_TRUE(s.isOk()) << s.message();
     return n;
   }
@@ -137,29 +144,33 @@ TEST_F(TcpNetTest, DevicesComeFromTheInterfaceSpec) {
   EXPECT_GT(n->device(0).speedMbps, 0);
   setenv("NODUS_SOCKET_IFNAME", "=nosuchif0", 1);
   std::unique_ptr<net::Net> none;
-  Status s = net::makeTcpNet(2, &none);
+  Status s = net::makeTcpNet(Env(2), &none);
   EXPECT_EQ(s.code(), nodusInvalidArgument);
   EXPECT_NE(s.message().find("NODUS_SOCKET_IFNAME"), std::string::npos) << s.message();
   setenv("NODUS_SOCKET_IFNAME", "^lo", 1);  // everything but loopback: maybe nothing here, never lo
-  if (net::makeTcpNet(2, &none).isOk()) {
+  if (net::makeTcpNet(Env(2), &none).isOk()) {
     for (int d = 0; d < none->deviceCount(); ++d) EXPECT_NE(none->device(d).name, "lo");
   }
-  EXPECT_EQ(net::makeTcpNet(0, &none).code(), nodusInvalidArgument);
-  EXPECT_EQ(net::makeTcpNet(17, &none).code(), nodusInvalidArgument);
+  // NODUS_NSOCKS' range is [1, 16]: the settings refuse 0 and 17, naming it.
+  Settings bad;
+  EXPECT_EQ(bad.set(param::kNsocks, 0).code(), nodusInvalidArgument);
+  const Status big = bad.set(param::kNsocks, 17);
+  EXPECT_EQ(big.code(), nodusInvalidArgument);
+  EXPECT_NE(big.message().find("NODUS_NSOCKS=17 is outside its range [1, 16]"), std::string::npos) << big.message();
 }
 
 // The bootstrap listens where NODUS_SOCKET_IFNAME says, unless
 // NODUS_BOOTSTRAP_ADDR names an address.
 TEST_F(TcpNetTest, BootstrapAddressFollowsTheInterfaceSpec) {
   in_addr a{};
-  ASSERT_TRUE(defaultListenAddress(&a).isOk());
+  ASSERT_TRUE(defaultListenAddress(Env(1), &a).isOk());
   EXPECT_EQ(ntohl(a.s_addr), INADDR_LOOPBACK);
   setenv("NODUS_BOOTSTRAP_ADDR", "127.0.0.2", 1);
-  ASSERT_TRUE(defaultListenAddress(&a).isOk());
+  ASSERT_TRUE(defaultListenAddress(Env(1), &a).isOk());
   EXPECT_EQ(ntohl(a.s_addr), INADDR_LOOPBACK + 1);
   unsetenv("NODUS_BOOTSTRAP_ADDR");
   setenv("NODUS_SOCKET_IFNAME", "=nosuchif0", 1);
-  EXPECT_EQ(defaultListenAddress(&a).code(), nodusInvalidArgument);
+  EXPECT_EQ(defaultListenAddress(Env(1), &a).code(), nodusInvalidArgument);
 }
 
 class TcpNetRoundTrip : public TcpNetTest, public ::testing::WithParamInterface<int> {};

@@ -199,7 +199,7 @@ TEST(ShmTransport, APeerThatExitedIsDeadOnlyOnceItsPostedSlotsAreRead) {
   }
   close(idPipe[0]);
   nodusUniqueId id;
-  ASSERT_TRUE(createUniqueId(&id).isOk());
+  ASSERT_TRUE(createUniqueId(Settings(), &id).isOk());
   ASSERT_EQ(write(idPipe[1], &id, sizeof(id)), static_cast<ssize_t>(sizeof(id)));
   close(idPipe[1]);
   Doorbell bell;
@@ -352,7 +352,7 @@ pid_t StartPair(Pair* p, bool cma0, bool cma1, Body body) {
   const pid_t child = ForkRank1(idPipe, cma1, body);
   close(idPipe[0]);
   nodusUniqueId id;
-  if (!createUniqueId(&id).isOk() || write(idPipe[1], &id, sizeof(id)) != static_cast<ssize_t>(sizeof(id)) ||
+  if (!createUniqueId(Settings(), &id).isOk() || write(idPipe[1], &id, sizeof(id)) != static_cast<ssize_t>(sizeof(id)) ||
       !connectPair(0, id, &p->bell, &p->boot, &p->shm, &p->conns, SlotCopy::Auto, cma0).isOk()) {
     kill(child, SIGKILL);
     waitpid(child, nullptr, 0);

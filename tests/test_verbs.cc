@@ -384,13 +384,15 @@ TEST(VerbsWire, CtsRoundTripOrderAndHostileBuffers) {
 
 bool HostHasRdma() {
   std::string why;
-  return verbsUsable(&why);
+  return verbsUsable(Settings(), &why);
 }
 
 TEST(VerbsAbsent, MakingTheNetSaysWhy) {
   if (HostHasRdma()) GTEST_SKIP() << "this host has an RDMA device";
   std::unique_ptr<Net> net;
   NetContext ctx;
+  const Settings settings;
+  ctx.settings = &settings;
   Status s = makeVerbsNet(ctx, &net);
   ASSERT_FALSE(s.isOk());
   EXPECT_EQ(net, nullptr);
@@ -398,7 +400,7 @@ TEST(VerbsAbsent, MakingTheNetSaysWhy) {
                      s.message().find("libibverbs") != std::string::npos;
   EXPECT_TRUE(clear) << s.message();
   std::string why;
-  EXPECT_FALSE(verbsUsable(&why));
+  EXPECT_FALSE(verbsUsable(Settings(), &why));
   EXPECT_FALSE(why.empty());
 }
 

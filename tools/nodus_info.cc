@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
-#include "base/params.h"
+#include "base/settings.h"
 #include "base/socket.h"
 #include "nodus/nodus.h"
 #include "transports/registry.h"
@@ -41,8 +41,10 @@ int main(int argc, char** argv) {
   printf("\nTransports (tried in this order for each peer)\n");
   for (const TransportEntry& t : transportTable()) printf("  %-10s available\n", t.name);
   printf("  %-10s not built yet\n", "verbs");
+  Settings settings;
+  const Status envStatus = Settings::fromEnvironment(&settings);
   std::vector<NetInterface> ifs;
-  Status st = selectInterfaces(&ifs);
+  Status st = selectInterfaces(settings, &ifs);
   if (st.isOk()) {
     std::string names;
     for (const NetInterface& i : ifs) names += (names.empty() ? "" : ", ") + i.name;
@@ -54,8 +56,14 @@ int main(int argc, char** argv) {
   for (const Algorithm* a : algorithms()) printf("  %-10s %s\n", a->name, a->help);
   printf("\nParameters (environment)\n");
   for (const ParamInfo& p : allParams()) {
-    const char* set = getenv(p.name);
-    printf("  %-24s = %-12s%s\n      %s\n", p.name, currentValue(p).c_str(), set ? " (set)" : "", p.help);
+    printf("  %-24s = %-12s%s  range %s\n      %s\n", p.name, settings.text(p).c_str(), settings.given(p) ? " (set)" : "",
+           rangeText(p).c_str(), p.help);
+    if (p.oldName) printf("      (formerly %s, still read)\n", p.oldName);
+  }
+  if (!envStatus.isOk()) {
+    printf("\nError: %s (that value is shown at its default; a communicator would refuse it)\n",
+           envStatus.message().c_str());
+    return 1;
   }
   return 0;
 }

@@ -8,12 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "base/params.h"
+#include "base/settings.h"
+#include "base/size.h"
 #include "topo/fabric.h"
 #include "topo/node.h"
 #include "topo/topology.h"
 #include "transports/registry.h"
-#include "tune/tuner.h"
+#include "tune/planner.h"
 
 using namespace nodus;
 
@@ -43,16 +44,8 @@ void usage(FILE* f) {
           "from hwloc (NODUS_HWLOC_XML to load an export); NODUS_ALGO applies as in a job.\n");
 }
 
-bool parseSize(const char* s, uint64_t* out) {
-  char* end = nullptr;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s) return false;
-  if (*end == 'K' || *end == 'k') v <<= 10, ++end;
-  else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
-  else if (*end == 'G' || *end == 'g') v <<= 30, ++end;
-  *out = v;
-  return *end == '\0' && v > 0;
-}
+// A size option: one of base/size.h's, and more than zero.
+bool parsePositiveSize(const char* s, uint64_t* out) { return parseUnsignedSize(s, out) && *out > 0; }
 
 std::string jsonString(const std::string& s) {
   std::string o = "\"";
@@ -128,14 +121,20 @@ std::string dotGraph(const Topology& t) {
 }
 
 int run(const Options& o) {
+  Settings settings;
+  Status s = Settings::fromEnvironment(&settings);
+  if (!s.isOk()) {
+    fprintf(stderr, "nodus-topo: %s\n", s.message().c_str());
+    return 1;
+  }
   NodeInfo node;
-  Status s = detectNode(&node);
+  s = detectNode(settings, &node);
   if (!s.isOk()) {
     fprintf(stderr, "nodus-topo: %s\n", s.message().c_str());
     return 1;
   }
   FabricConfig fabric;
-  s = fabricFromEnvironment(&fabric);
+  s = fabricFromSettings(settings, &fabric);
   if (!s.isOk()) {
     fprintf(stderr, "nodus-topo: %s\n", s.message().c_str());
     return 1;
@@ -177,13 +176,13 @@ int run(const Options& o) {
     topo.coreShare = static_cast<double>(local) / node.pus;
   }
   AlgoSpec spec;
-  s = AlgoSpec::parse(param::kAlgo.get(), &spec);
+  s = AlgoSpec::parse(settings.get(param::kAlgo), &spec);
   if (!s.isOk()) {
     fprintf(stderr, "nodus-topo: %s\n", s.message().c_str());
     return 1;
   }
   PlanContext ctx;
-  contextFromEnvironment(&ctx, static_cast<int64_t>(modelledSlotBytes(topo)));
+  contextFromSettings(settings, &ctx, static_cast<int64_t>(modelledSlotBytes(topo)));
   ctx.topo = &topo;
   const int p = topo.nranks;
   std::vector<Row> rows;
@@ -193,7 +192,10 @@ int run(const Options& o) {
       const uint64_t count = perRank / 4;
       if (count == 0) continue;
       Row row{c, bytes, {}};
-      s = chooseAlgorithm(PlanKey{c, p, 0, count, 4, 0, false}, ctx, spec, &row.choice);
+      // The runtime's planner (a job that connects nothing extra: no slices
+      // beyond a slot by reference), so the pick shown is the pick run.
+      Plan plan;
+      s = makePlan(PlanKey{c, p, 0, count, 4, 0, false}, ctx, spec, PlanCapabilities{}, &plan, &row.choice);
       if (!s.isOk()) {
         fprintf(stderr, "nodus-topo: %s\n", s.message().c_str());
         return 1;
@@ -309,7 +311,7 @@ int main(int argc, char** argv) {
       o.names.push_back(list.substr(start));
     } else if (a == "-b" || a == "-e") {
       uint64_t v = 0;
-      if (!parseSize(value("a size"), &v)) return fprintf(stderr, "nodus-topo: %s: not a size\n", a.c_str()), 2;
+      if (!parsePositiveSize(value("a size"), &v)) return fprintf(stderr, "nodus-topo: %s: not a size\n", a.c_str()), 2;
       (a == "-b" ? o.minBytes : o.maxBytes) = v;
     } else if (a == "--json") {
       o.json = true;

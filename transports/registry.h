@@ -28,7 +28,7 @@ struct TransportEntry {
   // Whether this host can run it at all (verbs: an RDMA device is up), or
   // null when it always can; *why says why not. A local fact: the
   // communicator uses the transport for a pair only when both ranks can.
-  bool (*usable)(std::string* why) = nullptr;
+  bool (*usable)(const Settings& settings, std::string* why) = nullptr;
   // The slot it wants unless NODUS_SLOT_BYTES sets one (slotBytesFor).
   size_t slotBytes = kDefaultSlotBytes;
 };

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/settings.h"
 #include "base/status.h"
 #include "kernels/reduce.h"
 #include "transports/doorbell.h"
@@ -125,6 +126,10 @@ struct ConnectRequest {
   // shm: a peer process may read this rank's slices from its memory
   // (process_vm_readv) where a probe at connect says it can. NODUS_SHM_CMA.
   bool shmCma = true;
+  // The communicator's settings (NODUS_NSOCKS, NODUS_SOCKET_IFNAME, the
+  // verbs device...): transports read them here, never the environment
+  // (null, in unit tests of one transport: the environment's).
+  const Settings* settings = nullptr;
 };
 
 // Per-rank result of connecting: connections indexed by peer rank (null for

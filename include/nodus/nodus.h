@@ -109,6 +109,13 @@ const char* nodusGetErrorString(nodusResult_t result);
  * failing call on the same communicator / thread. Never NULL. */
 const char* nodusGetLastError(nodusComm_t comm);
 
+/* The value nodus takes for an integer NODUS_* parameter (its registered
+ * name, e.g. "NODUS_TIMEOUT_MS") from the environment as it is now: the
+ * default where unset. A value out of the parameter's range, or not a number,
+ * fails with nodusInvalidArgument and a message naming the range
+ * (nodusGetLastError(NULL)). nodus-info lists every parameter. */
+nodusResult_t nodusParamGetInt(const char* name, int64_t* value);
+
 /* ---- Communicators -------------------------------------------------------- */
 
 /* Creates a unique id and starts the bootstrap root in this process. Call it
@@ -123,6 +130,45 @@ nodusResult_t nodusCommInitRank(nodusComm_t* comm, int nranks, nodusUniqueId uni
 /* Creates `ndev` communicators whose ranks are threads of this process
  * (loopback transport). comms[i] is rank i. Use each from its own thread. */
 nodusResult_t nodusCommInitAll(nodusComm_t* comms, int ndev);
+
+/* ---- Per-communicator settings -------------------------------------------- */
+
+/* Settings of one communicator, as NCCL's ncclConfig_t: start from
+ * NODUS_CONFIG_INITIALIZER and change the fields you want; a field left at its
+ * initializer value takes the environment's setting (the NODUS_* variable
+ * named beside it). The first three fields let the struct grow: a program
+ * built against an older, shorter nodusConfig_t keeps working.
+ *
+ *   nodusConfig_t cfg = NODUS_CONFIG_INITIALIZER;
+ *   cfg.timeoutMs = 5000;
+ *   cfg.algo = "allreduce:ring";
+ *   nodusCommInitRankConfig(&comm, nranks, id, rank, &cfg);
+ *
+ * Values are checked as the environment's are: a timeout out of range or
+ * rules that do not parse fail the init with nodusInvalidArgument and a
+ * message naming the field, the value and the range. Every rank must give
+ * the same algorithm rules (checked at init, as NODUS_ALGO is). */
+#define NODUS_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define NODUS_CONFIG_MAGIC 0x4e434647u /* "NCFG" */
+typedef struct {
+  size_t size;          /* sizeof(nodusConfig_t) as the caller was compiled */
+  unsigned int magic;   /* NODUS_CONFIG_MAGIC */
+  unsigned int version; /* NODUS_VERSION_CODE the caller was compiled against */
+  int timeoutMs;        /* NODUS_TIMEOUT_MS: longest wait without progress, 1 ms or more */
+  const char* algo;     /* NODUS_ALGO: the algorithm rules; NULL: the environment's; "": none forced */
+  const char* traceDir; /* NODUS_TRACE_DIR: where timelines go; NULL: the environment's */
+} nodusConfig_t;
+#define NODUS_CONFIG_INITIALIZER \
+  { sizeof(nodusConfig_t), NODUS_CONFIG_MAGIC, NODUS_VERSION_CODE, NODUS_CONFIG_UNDEF_INT, NULL, NULL }
+
+/* nodusCommInitRank with settings of its own; config == NULL is the same as
+ * nodusCommInitRank (the environment's settings). The config is read during
+ * the call only. */
+nodusResult_t nodusCommInitRankConfig(nodusComm_t* comm, int nranks, nodusUniqueId uniqueId, int rank,
+                                      const nodusConfig_t* config);
+/* nodusCommInitAll with one config for every communicator it makes. */
+nodusResult_t nodusCommInitAllConfig(nodusComm_t* comms, int ndev, const nodusConfig_t* config);
+/* nodusCommInitMPIConfig, for MPI programs, is in nodus/nodus_mpi.h. */
 
 /* Waits for this rank's outstanding requests, then frees the communicator.
  * Local: it does not synchronise with the other ranks. NULL is accepted. */

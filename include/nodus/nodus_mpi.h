@@ -16,7 +16,8 @@
 extern "C" {
 #endif
 
-static inline nodusResult_t nodusCommInitMPI(nodusComm_t* comm, MPI_Comm mpiComm) {
+/* nodusCommInitMPI with settings of its own (nodusConfig_t, nodus.h). */
+static inline nodusResult_t nodusCommInitMPIConfig(nodusComm_t* comm, MPI_Comm mpiComm, const nodusConfig_t* config) {
   int rank = 0;
   int size = 0;
   if (comm == NULL) return nodusInvalidArgument;
@@ -30,7 +31,11 @@ static inline nodusResult_t nodusCommInitMPI(nodusComm_t* comm, MPI_Comm mpiComm
   if (MPI_Bcast(&ok, 1, MPI_INT, 0, mpiComm) != MPI_SUCCESS) return nodusSystemError;
   if (!ok) return rank == 0 ? made : nodusRemoteError;
   if (MPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, mpiComm) != MPI_SUCCESS) return nodusSystemError;
-  return nodusCommInitRank(comm, size, id, rank);
+  return nodusCommInitRankConfig(comm, size, id, rank, config);
+}
+
+static inline nodusResult_t nodusCommInitMPI(nodusComm_t* comm, MPI_Comm mpiComm) {
+  return nodusCommInitMPIConfig(comm, mpiComm, NULL);
 }
 
 #ifdef __cplusplus

@@ -6,8 +6,12 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <memory>
+#include <thread>
 
 #include "algorithms/algorithm.h"
+#include "base/bootstrap.h"
+#include "core/comm.h"
 #include "tune/planner.h"
 #include "sim/bounds.h"
 #include "sim/reorder.h"
@@ -30,10 +34,10 @@ std::vector<std::string> fatTree(const std::string& radix) {
 // Pins everything the environment could change, so the formulas below hold.
 SimSpec baseSpec(std::vector<std::string> env) {
   SimSpec s;
-  s.env = std::move(env);
-  s.env.push_back("NODUS_ALGO=");
+  s.settings = std::move(env);
+  s.settings.push_back("NODUS_ALGO=");
   // The formulas below are of one ring; channels are tested on their own.
-  s.env.push_back("NODUS_CHANNELS=1");
+  s.settings.push_back("NODUS_CHANNELS=1");
   s.sliceBytes = 128 * 1024;
   s.slots = 8;
   s.softwareUs = 2.0;
@@ -73,7 +77,7 @@ void expectNear(double got, double want, double rel, const std::string& what) {
 
 TEST(SimPlatform, RoutesFollowTheRuntimesPlacement) {
   struct Case {
-    std::vector<std::string> env;
+    std::vector<std::string> settings;
     int ranksPerHost;
   };
   const Case cases[] = {
@@ -82,7 +86,7 @@ TEST(SimPlatform, RoutesFollowTheRuntimesPlacement) {
   };
   for (const Case& c : cases) {
     const Status s = inChild([&] {
-      for (const std::string& kv : c.env) {
+      for (const std::string& kv : c.settings) {
         const size_t eq = kv.find('=');
         if (eq + 1 == kv.size()) unsetenv(kv.substr(0, eq).c_str());
         else setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
@@ -91,7 +95,7 @@ TEST(SimPlatform, RoutesFollowTheRuntimesPlacement) {
       NODUS_TRY(topologyFromEnvironment(0, c.ranksPerHost, &t));
       return checkRoutes(t, LinkModel{}, 4000);
     });
-    EXPECT_TRUE(s.isOk()) << c.env.back() << " x" << c.ranksPerHost << ": " << s.message();
+    EXPECT_TRUE(s.isOk()) << c.settings.back() << " x" << c.ranksPerHost << ": " << s.message();
   }
 }
 
@@ -211,9 +215,9 @@ TEST(SimFormula, RingInTwoChannelsUsesBothWiresOfATorusLink) {
   s.coll = Collective::AllGather;
   s.bytes = 64 << 20;
   s.algo = "ring";
-  ASSERT_EQ(s.env.back(), "NODUS_CHANNELS=1");
+  ASSERT_EQ(s.settings.back(), "NODUS_CHANNELS=1");
   const SimOutcome one = simulate(s);
-  s.env.back() = "NODUS_CHANNELS=2";
+  s.settings.back() = "NODUS_CHANNELS=2";
   const SimOutcome two = simulate(s);
   ASSERT_TRUE(one.ok && two.ok) << one.error << two.error;
   EXPECT_EQ(one.channels, 1u);
@@ -223,7 +227,7 @@ TEST(SimFormula, RingInTwoChannelsUsesBothWiresOfATorusLink) {
   // formula leaves out): 2% of one channel's time, 4% of two's.
   expectNear(two.tunerUs, two.simUs, 0.05, "ring AllGather in 2 channels");
   // The tuner's own choice on this torus.
-  s.env.pop_back();
+  s.settings.pop_back();
   EXPECT_EQ(simulate(s).channels, 2u);
 }
 
@@ -532,7 +536,7 @@ TEST(SimVerifier, EveryAlgorithmRunsToCompletion) {
     const SimOutcome& o = out[i];
     if (!o.ok && o.error.find("does not run") != std::string::npos) continue;
     ++ran;
-    EXPECT_TRUE(o.ok) << specs[i].env.back() << " " << specs[i].algo << " " << o.coll << " " << specs[i].bytes << ": "
+    EXPECT_TRUE(o.ok) << specs[i].settings.back() << " " << specs[i].algo << " " << o.coll << " " << specs[i].bytes << ": "
                       << o.error;
     if (o.ok) {
       EXPECT_GE(o.simUs, o.boundUs * 0.999) << specs[i].algo << " " << o.coll << " beats the bound";
@@ -579,4 +583,133 @@ TEST(SimBound, Formulas) {
   EXPECT_NEAR(lb.us, 2.0 * 255 / 256 * (1 << 30) / 10e3, 0.1);
   unsetenv("NODUS_TORUS_DIMS");
   unsetenv("NODUS_FATTREE");
+}
+
+// ---- One planner: the runtime's plans are the simulator's ----------------------
+
+namespace planner_test {
+
+// A communicator of `n` threads (loopback), posing as the hosts `hostIds`
+// lists, with `settings` over the environment's.
+std::vector<std::unique_ptr<Comm>> runtimeComms(int n, const std::vector<std::string>& settings) {
+  Settings base;
+  EXPECT_TRUE(settingsOf(settings, &base).isOk());
+  auto group = makeInProcessGroup(n);
+  std::vector<std::unique_ptr<Comm>> comms(static_cast<size_t>(n));
+  std::vector<Status> made(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      InitOptions opts;
+      opts.settings = base;
+      opts.bootstrap = inProcessBootstrap(group, r);
+      opts.inProcess = true;
+      made[static_cast<size_t>(r)] = Comm::create(std::move(opts), &comms[static_cast<size_t>(r)]);
+    });
+  for (auto& t : threads) t.join();
+  for (const Status& s : made) EXPECT_TRUE(s.isOk()) << s.message();
+  return comms;
+}
+
+std::string fingerprint(const Plan& p) {
+  return p.algorithm + " slice=" + std::to_string(p.sliceElems) + " round=" + std::to_string(p.roundSlices) +
+         " slices=" + std::to_string(p.maxSlices) + " refs=" + std::to_string(p.referencesAcross) +
+         " channels=" + std::to_string(p.channels) + " scratch=" + std::to_string(p.scratchElems) + "\n" + describe(p);
+}
+
+}  // namespace planner_test
+
+// The plans a communicator runs and the plans nodus-sim simulates for the
+// same settings, fabric and placement come from one planner and are the
+// same, step for step, for a matrix of calls; so are the picks of nodus-topo
+// (which prints makePlan's choice) and the runtime's.
+TEST(Planner, RuntimeAndSimulatorMakeTheSamePlans) {
+  struct Setup {
+    std::vector<std::string> settings;
+    int hosts, ranksPerHost;
+  };
+  // 128 KiB slots on both sides: the runtime's threads connect over
+  // loopback, which a simulated multi-host job would model as RDMA.
+  const Setup setups[] = {
+      {{"NODUS_TORUS_DIMS=2x2", "NODUS_HOSTID=host0,host1,host2,host3", "NODUS_SLOT_BYTES=128K", "NODUS_BIND=none"}, 4, 1},
+      {{"NODUS_FATTREE=2x2", "NODUS_HOSTID=host0,host0,host1,host1", "NODUS_SLOT_BYTES=128K", "NODUS_BIND=none"}, 2, 2},
+      {{"NODUS_ALGO=allreduce:0-64K:direct", "NODUS_SLOT_BYTES=128K", "NODUS_BIND=none"}, 1, 3},
+  };
+  const Collective colls[] = {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
+                              Collective::Broadcast, Collective::Reduce};
+  int compared = 0;
+  for (const Setup& setup : setups) {
+    const int n = setup.hosts * setup.ranksPerHost;
+    auto comms = planner_test::runtimeComms(n, setup.settings);
+    ASSERT_EQ(comms.size(), static_cast<size_t>(n));
+    for (const auto& c : comms) ASSERT_TRUE(c);
+    SimSpec spec;
+    spec.settings = setup.settings;
+    spec.hosts = setup.hosts;
+    spec.ranksPerHost = setup.ranksPerHost;
+    spec.priceAsRuntime = true;
+    spec.coreShare = comms[0]->topology().coreShare;  // the cores the runtime found
+    for (Collective coll : colls)
+      for (uint32_t typeSize : {4u, 2u})
+        for (uint64_t count : {uint64_t{1}, uint64_t{1000}, uint64_t{64} << 10, uint64_t{1} << 20})
+          for (bool inPlace : {false, true})
+            for (int root : {0, n - 1}) {
+              if (root != 0 && coll != Collective::Broadcast && coll != Collective::Reduce) continue;
+              spec.coll = coll;
+              spec.typeSize = typeSize;
+              spec.root = root;
+              std::vector<Plan> simulated;
+              const Status s = simulatedPlans(spec, count, inPlace, &simulated);
+              ASSERT_TRUE(s.isOk()) << s.message();
+              ASSERT_EQ(simulated.size(), static_cast<size_t>(n));
+              for (int r = 0; r < n; ++r) {
+                const PlanKey key{coll, n, r, count, typeSize, root, inPlace};
+                const Plan* run = nullptr;
+                ASSERT_TRUE(comms[static_cast<size_t>(r)]->plan(key, &run).isOk());
+                EXPECT_EQ(planner_test::fingerprint(*run), planner_test::fingerprint(simulated[static_cast<size_t>(r)]))
+                    << collectiveName(coll) << " count " << count << " x" << typeSize << (inPlace ? " in place" : "")
+                    << " root " << root << " rank " << r << " of " << setup.settings.front();
+                ++compared;
+              }
+            }
+  }
+  EXPECT_GT(compared, 500);
+}
+
+// nodus-topo prints the planner's pick: for every collective and size of its
+// table, the algorithm of the plan the simulator's path makes for the same
+// fabric (one rank a host, float32, out of place).
+TEST(Planner, NodusTopoPrintsThePlannersPick) {
+  const std::string cmd = std::string("NODUS_TORUS_DIMS=2x3 NODUS_TOPO_FILE= NODUS_FATTREE= NODUS_ALGO= ") +
+                          NODUS_TOPO_BIN + " --ranks-per-host 1 --json -b 8 -e 64M";
+  FILE* f = popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
+  ASSERT_EQ(pclose(f), 0) << out;
+  SimSpec spec;
+  spec.settings = {"NODUS_TORUS_DIMS=2x3", "NODUS_TOPO_FILE=", "NODUS_FATTREE=", "NODUS_ALGO="};
+  spec.ranksPerHost = 1;
+  spec.priceAsRuntime = true;
+  const int p = 6;
+  int rows = 0;
+  for (size_t at = out.find("{\"collective\": \""); at != std::string::npos; at = out.find("{\"collective\": \"", at + 1)) {
+    const size_t c0 = at + 16, c1 = out.find('"', c0);
+    const std::string coll = out.substr(c0, c1 - c0);
+    const size_t b0 = out.find("\"bytes\": ", c1) + 9;
+    const uint64_t bytes = std::stoull(out.substr(b0, out.find(',', b0) - b0));
+    const size_t a0 = out.find("\"algorithm\": \"", b0) + 14;
+    const std::string algo = out.substr(a0, out.find('"', a0) - a0);
+    bool known = false;
+    spec.coll = parseCollective(coll, &known);
+    ASSERT_TRUE(known) << coll;
+    const bool split = spec.coll == Collective::AllGather || spec.coll == Collective::ReduceScatter;
+    const uint64_t count = (split ? bytes / p : bytes) / 4;
+    std::vector<Plan> plans;
+    ASSERT_TRUE(simulatedPlans(spec, count, false, &plans).isOk());
+    EXPECT_EQ(plans[0].algorithm, algo) << coll << " " << bytes << " B";
+    ++rows;
+  }
+  EXPECT_GT(rows, 40) << out;
 }

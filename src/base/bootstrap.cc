@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/log.h"
-#include "base/params.h"
+#include "base/settings.h"
 #include "base/socket.h"
 
 namespace nodus {
@@ -209,13 +209,13 @@ class SocketBootstrap final : public Bootstrap {
 
 }  // namespace
 
-Status createUniqueId(nodusUniqueId* id) {
+Status createUniqueId(const Settings& settings, nodusUniqueId* id) {
   IdBlob blob{};
   blob.magic = kIdMagic;
   if (getrandom(blob.secret, kSecretBytes, 0) != static_cast<ssize_t>(kSecretBytes)) return systemError("getrandom");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  NODUS_TRY(defaultListenAddress(&addr.sin_addr));
+  NODUS_TRY(defaultListenAddress(settings, &addr.sin_addr));
   Fd fd;
   sockaddr_in bound{};
   NODUS_TRY(listenOn(addr, &fd, &bound));
@@ -223,7 +223,7 @@ Status createUniqueId(nodusUniqueId* id) {
   blob.port = bound.sin_port;
   std::array<uint8_t, kSecretBytes> secret{};
   memcpy(secret.data(), blob.secret, kSecretBytes);
-  const auto timeout = std::chrono::milliseconds(std::max<int64_t>(1, param::kTimeoutMs.get()));
+  const auto timeout = std::chrono::milliseconds(settings.get(param::kTimeoutMs));
   NODUS_INFO(-1, "bootstrap root listening on %s", addrText(bound).c_str());
   std::thread(rootMain, std::move(fd), secret, timeout).detach();
   memset(id, 0, sizeof(*id));

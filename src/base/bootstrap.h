@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/settings.h"
 #include "base/status.h"
 #include "nodus/nodus.h"
 
@@ -38,7 +39,7 @@ class Bootstrap {
 
 // Unique id for sockets: the root's address and a 128-bit secret. The root
 // (a thread of the process that made the id) gathers every rank's address.
-Status createUniqueId(nodusUniqueId* id);
+Status createUniqueId(const Settings& settings, nodusUniqueId* id);
 // Joins the job `id` names as `rank` of `nranks`, via TCP, within `timeout`.
 Status socketBootstrap(const nodusUniqueId& id, int rank, int nranks, std::chrono::milliseconds timeout,
                        std::unique_ptr<Bootstrap>* out);

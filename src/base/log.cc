@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "base/params.h"
+#include "base/settings.h"
 
 namespace nodus {
 namespace {
@@ -28,14 +28,18 @@ struct LogSink {
   std::string host;
 
   LogSink() {
-    level = parseLevel(param::kDebug.get());
-    host = param::kHostId.get();
+    // Once a process, from the environment; a value that does not parse
+    // leaves the default (the communicator's init reports it).
+    Settings env;
+    (void)Settings::fromEnvironment(&env);
+    level = parseLevel(env.get(param::kDebug));
+    host = env.get(param::kHostId);
     if (host.empty() || host.find(',') != std::string::npos) {  // a per-rank list names no one host
       char buf[256] = {};
       if (gethostname(buf, sizeof(buf) - 1) != 0) strcpy(buf, "unknown");
       host = buf;
     }
-    std::string path = param::kDebugFile.get();
+    std::string path = env.get(param::kDebugFile);
     if (!path.empty()) {
       std::string expanded;
       for (size_t i = 0; i < path.size(); ++i) {

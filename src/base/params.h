@@ -1,8 +1,8 @@
 // The parameter registry: every NODUS_* environment variable is declared once,
-// in params.cc, with its type, default and help text. `nodus-info` lists them.
-//
-// Values are read from the environment when asked for (communicators snapshot
-// what they need at init), so a test may setenv between communicators.
+// in params.cc, with its type, default, range (or choices) and help text.
+// `nodus-info` lists them. What a communicator, tool or test uses is a
+// Settings value (base/settings.h) read from the environment once and passed
+// explicitly; nothing below the C API reads the environment on its own.
 #pragma once
 
 #include <cstdint>
@@ -18,38 +18,46 @@ struct ParamInfo {
   const char* name;
   ParamType type;
   const char* defaultValue;
-  const char* help;
+  // Int: the values accepted, inclusive. String: ignored.
+  int64_t min = 0, max = 0;
+  // String: the values accepted, '|'-separated, compared ignoring case
+  // (null: any text). Int: ignored.
+  const char* choices = nullptr;
+  const char* help = "";
+  // A former name still read when the new one is unset, with one WARN line.
+  const char* oldName = nullptr;
+  int index = -1;  // position in allParams(); set by the registry
 };
 
+// A typed handle on one registered parameter (its index in allParams()).
 class IntParam {
  public:
-  explicit constexpr IntParam(const ParamInfo& info) : info_(info) {}
-  // The environment's value, or the default when unset or unparsable (the
-  // latter logged once as a warning). Accepts K/M/G suffixes (powers of 1024).
-  int64_t get() const;
-  const ParamInfo& info() const { return info_; }
+  explicit IntParam(const char* name);
+  const ParamInfo& info() const;
+  int index() const { return index_; }
 
  private:
-  const ParamInfo& info_;
+  int index_;
 };
 
 class StringParam {
  public:
-  explicit constexpr StringParam(const ParamInfo& info) : info_(info) {}
-  std::string get() const;  // environment value, or the default when unset
-  const ParamInfo& info() const { return info_; }
+  explicit StringParam(const char* name);
+  const ParamInfo& info() const;
+  int index() const { return index_; }
 
  private:
-  const ParamInfo& info_;
+  int index_;
 };
 
 // Every parameter, in declaration order.
 std::span<const ParamInfo> allParams();
-// The value nodus would use for a parameter now, as text.
-std::string currentValue(const ParamInfo& info);
+const ParamInfo* findParam(const std::string& name);  // by name or old name; null if none
+// The range or choices as help shows them: "[1, 2147483647]", "auto|core|numa|none", "any text".
+std::string rangeText(const ParamInfo& info);
 // NODUS_* variables set in the environment that are neither parameters nor
 // variables of nodus' own scripts, tools and tests: most likely typos
-// (NODUS_SLICE_BYTES for NODUS_CHUNK_BYTES), which would be ignored silently.
+// (NODUS_SLICES_BYTES for NODUS_SLICE_BYTES), which would be ignored silently.
 std::vector<std::string> unknownParams();
 
 // The slot a transport uses unless it asks for another
@@ -64,7 +72,7 @@ extern const StringParam kTransport;     // NODUS_TRANSPORT
 extern const StringParam kAlgo;          // NODUS_ALGO
 extern const IntParam kSlotBytes;        // NODUS_SLOT_BYTES
 extern const IntParam kSlots;            // NODUS_SLOTS
-extern const IntParam kRoundSlices;     // NODUS_ROUND_SLICES
+extern const IntParam kRoundSlices;      // NODUS_ROUND_SLICES
 extern const IntParam kSpin;             // NODUS_SPIN
 extern const StringParam kHostId;        // NODUS_HOSTID
 extern const StringParam kSocketIfAddr;  // NODUS_BOOTSTRAP_ADDR
@@ -80,8 +88,11 @@ extern const StringParam kBind;          // NODUS_BIND
 extern const StringParam kShmCopy;       // NODUS_SHM_COPY
 extern const IntParam kShmCma;           // NODUS_SHM_CMA
 extern const StringParam kHwlocXml;      // NODUS_HWLOC_XML
-extern const IntParam kChunkBytes;       // NODUS_CHUNK_BYTES
+extern const IntParam kSliceBytes;       // NODUS_SLICE_BYTES (formerly NODUS_CHUNK_BYTES)
 extern const IntParam kChannels;         // NODUS_CHANNELS
+extern const StringParam kTrace;         // NODUS_TRACE
+extern const IntParam kMpiMinBytes;      // NODUS_MPI_MIN_BYTES
+extern const IntParam kMpiVerbose;       // NODUS_MPI_VERBOSE
 }  // namespace param
 
 }  // namespace nodus

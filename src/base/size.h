@@ -11,8 +11,8 @@
 
 namespace nodus {
 
-// Parses "64", "-1", "0x40", "128K", "4m", "1G". Fails on anything after the
-// suffix, on an empty text and on overflow.
+// Parses "64", "-1", "0x40", "128K", "4m", "1G", "64KB". Fails on anything
+// after the suffix (and an optional B), on an empty text and on overflow.
 inline bool parseSize(const char* text, int64_t* out) {
   if (text == nullptr || *text == '\0') return false;
   errno = 0;
@@ -26,6 +26,7 @@ inline bool parseSize(const char* text, int64_t* out) {
     case 'g': case 'G': shift = 30, ++end; break;
     default: break;
   }
+  if (*end == 'B' || *end == 'b') ++end;  // "64KB", "8B"
   if (*end != '\0') return false;
   const long long limit = INT64_MAX >> shift;
   if (v > limit || v < -limit) return false;

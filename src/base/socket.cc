@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "base/params.h"
+#include "base/settings.h"
 
 namespace nodus {
 
@@ -73,9 +73,9 @@ bool specMatches(const std::string& spec, const std::string& name) {
 
 }  // namespace
 
-Status selectInterfaces(std::vector<NetInterface>* out) {
+Status selectInterfaces(const Settings& settings, std::vector<NetInterface>* out) {
   out->clear();
-  const std::string spec = param::kSocketIfName.get();
+  const std::string& spec = settings.get(param::kSocketIfName);
   ifaddrs* ifs = nullptr;
   if (getifaddrs(&ifs) != 0) ifs = nullptr;  // as if there were none: loopback by default
   std::vector<NetInterface> all;
@@ -115,15 +115,15 @@ Status selectInterfaces(std::vector<NetInterface>* out) {
   return Status::ok();
 }
 
-Status defaultListenAddress(in_addr* out) {
-  std::string forced = param::kSocketIfAddr.get();
+Status defaultListenAddress(const Settings& settings, in_addr* out) {
+  const std::string& forced = settings.get(param::kSocketIfAddr);
   if (!forced.empty()) {
     if (inet_pton(AF_INET, forced.c_str(), out) != 1)
       return makeError(nodusInvalidArgument, "NODUS_BOOTSTRAP_ADDR=%s is not an IPv4 address", forced.c_str());
     return Status::ok();
   }
   std::vector<NetInterface> ifs;
-  NODUS_TRY(selectInterfaces(&ifs));
+  NODUS_TRY(selectInterfaces(settings, &ifs));
   *out = ifs.front().addr;
   return Status::ok();
 }

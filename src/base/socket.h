@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/settings.h"
 #include "base/status.h"
 
 namespace nodus {
@@ -49,10 +50,10 @@ struct NetInterface {
 // none. A spec is comma-separated name prefixes ("eth,ens"), "=name" for an
 // exact name, a leading "^" to exclude instead ("^docker,lo"). An empty
 // result is an error naming the spec and what exists.
-Status selectInterfaces(std::vector<NetInterface>* out);
+Status selectInterfaces(const Settings& settings, std::vector<NetInterface>* out);
 // The IPv4 address to listen on: NODUS_BOOTSTRAP_ADDR, else the first
 // interface of selectInterfaces.
-Status defaultListenAddress(in_addr* out);
+Status defaultListenAddress(const Settings& settings, in_addr* out);
 void setNoDelay(int fd);
 // A listening socket on addr (port 0: any); `bound` receives the real address.
 Status listenOn(const sockaddr_in& addr, Fd* out, sockaddr_in* bound);

@@ -1,6 +1,7 @@
 // The C API: argument checks, handles, groups; everything else is delegated.
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -10,7 +11,7 @@
 #include "core/comm.h"
 #include "base/dtype.h"
 #include "base/log.h"
-#include "base/params.h"
+#include "base/settings.h"
 #include "nodus/nodus.h"
 
 using namespace nodus;
@@ -223,8 +224,47 @@ const char* nodusGetLastError(nodusComm_t comm) {
 
 nodusResult_t nodusGetUniqueId(nodusUniqueId* id) {
   if (id == nullptr) return fail(nullptr, makeError(nodusInvalidArgument, "uniqueId is NULL"));
-  Status s = createUniqueId(id);
+  Settings settings;
+  Status s = Settings::fromEnvironment(&settings);
+  if (s.isOk()) s = createUniqueId(settings, id);
   return s.isOk() ? nodusSuccess : fail(nullptr, s);
+}
+
+// The settings of a new communicator: the environment's, then every field of
+// `config` not left at its initializer value. Each field is checked as its
+// variable would be, and errors name the field.
+static Status settingsFor(const nodusConfig_t* config, Settings* out) {
+  NODUS_TRY(Settings::fromEnvironment(out));
+  if (config == nullptr) return Status::ok();
+  if (config->magic != NODUS_CONFIG_MAGIC)
+    return makeError(nodusInvalidArgument, "nodusConfig_t: bad magic 0x%x (start from NODUS_CONFIG_INITIALIZER)",
+                     config->magic);
+  // A caller built against an older nodus has a shorter struct: read only
+  // the fields it has.
+  const size_t have = std::min(config->size, sizeof(nodusConfig_t));
+  auto has = [have](size_t offset, size_t bytes) { return offset + bytes <= have; };
+  if (has(offsetof(nodusConfig_t, timeoutMs), sizeof(int)) && config->timeoutMs != NODUS_CONFIG_UNDEF_INT)
+    NODUS_TRY(out->set(param::kTimeoutMs, config->timeoutMs, "nodusConfig_t.timeoutMs"));
+  if (has(offsetof(nodusConfig_t, algo), sizeof(char*)) && config->algo != nullptr)
+    NODUS_TRY(out->set(param::kAlgo.info(), config->algo, "nodusConfig_t.algo"));
+  if (has(offsetof(nodusConfig_t, traceDir), sizeof(char*)) && config->traceDir != nullptr)
+    NODUS_TRY(out->set(param::kTrace.info(), config->traceDir, "nodusConfig_t.traceDir"));
+  return Status::ok();
+}
+
+nodusResult_t nodusParamGetInt(const char* name, int64_t* value) {
+  if (name == nullptr || value == nullptr)
+    return fail(nullptr, makeError(nodusInvalidArgument, "nodusParamGetInt: name or value is NULL"));
+  const ParamInfo* p = findParam(name);
+  if (p == nullptr || p->type != ParamType::Int)
+    return fail(nullptr, makeError(nodusInvalidArgument, "%s is not an integer nodus parameter", name));
+  Settings env;
+  Status s = Settings::fromEnvironment(&env);
+  // Only this parameter's own error counts (under its name or its old one).
+  auto about = [&s](const char* n) { return n != nullptr && s.message().rfind(std::string(n) + "=", 0) == 0; };
+  if (!s.isOk() && (about(p->name) || about(p->oldName))) return fail(nullptr, s);
+  *value = env.get(IntParam(p->name));
+  return nodusSuccess;
 }
 
 static nodusComm_t wrap(std::unique_ptr<Comm> c) {
@@ -234,15 +274,25 @@ static nodusComm_t wrap(std::unique_ptr<Comm> c) {
 }
 
 nodusResult_t nodusCommInitRank(nodusComm_t* comm, int nranks, nodusUniqueId id, int rank) {
+  return nodusCommInitRankConfig(comm, nranks, id, rank, nullptr);
+}
+
+nodusResult_t nodusCommInitRankConfig(nodusComm_t* comm, int nranks, nodusUniqueId id, int rank,
+                                      const nodusConfig_t* config) {
   if (comm == nullptr) return fail(nullptr, makeError(nodusInvalidArgument, "comm is NULL"));
   *comm = nullptr;
   if (nranks < 1) return fail(nullptr, makeError(nodusInvalidArgument, "nranks %d is less than 1", nranks));
   if (rank < 0 || rank >= nranks)
     return fail(nullptr, makeError(nodusInvalidArgument, "rank %d is out of range [0, %d)", rank, nranks));
   if (tGroup.depth > 0) return fail(nullptr, makeError(nodusInvalidUsage, "nodusCommInitRank inside a group is not supported"));
-  const auto timeout = std::chrono::milliseconds(std::max<int64_t>(1, param::kTimeoutMs.get()));
   InitOptions opts;
+  // Bad settings fail this rank, but only once it has joined the bootstrap:
+  // leaving it then tells the other ranks at once (they would wait for the
+  // timeout for a rank that never came).
+  const Status bad = settingsFor(config, &opts.settings);
+  const auto timeout = std::chrono::milliseconds(opts.settings.get(param::kTimeoutMs));
   Status s = socketBootstrap(id, rank, nranks, timeout, &opts.bootstrap);
+  if (s.isOk() && !bad.isOk()) s = bad;
   std::unique_ptr<Comm> c;
   if (s.isOk()) s = Comm::create(std::move(opts), &c);
   if (!s.isOk()) return fail(nullptr, Status(s.code(), "nodusCommInitRank(rank " + std::to_string(rank) + " of " + std::to_string(nranks) + "): " + s.message()));
@@ -250,9 +300,14 @@ nodusResult_t nodusCommInitRank(nodusComm_t* comm, int nranks, nodusUniqueId id,
   return nodusSuccess;
 }
 
-nodusResult_t nodusCommInitAll(nodusComm_t* comms, int n) {
+nodusResult_t nodusCommInitAll(nodusComm_t* comms, int n) { return nodusCommInitAllConfig(comms, n, nullptr); }
+
+nodusResult_t nodusCommInitAllConfig(nodusComm_t* comms, int n, const nodusConfig_t* config) {
   if (comms == nullptr) return fail(nullptr, makeError(nodusInvalidArgument, "comms is NULL"));
   if (n < 1) return fail(nullptr, makeError(nodusInvalidArgument, "ndev %d is less than 1", n));
+  Settings settings;
+  if (Status s = settingsFor(config, &settings); !s.isOk())
+    return fail(nullptr, Status(s.code(), "nodusCommInitAll: " + s.message()));
   auto group = makeInProcessGroup(n);
   std::vector<std::unique_ptr<Comm>> made(n);
   std::vector<Status> status(n);
@@ -260,6 +315,7 @@ nodusResult_t nodusCommInitAll(nodusComm_t* comms, int n) {
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       InitOptions opts;
+      opts.settings = settings;
       opts.bootstrap = inProcessBootstrap(group, r);
       opts.inProcess = true;
       status[r] = Comm::create(std::move(opts), &made[r]);
@@ -406,6 +462,10 @@ nodusResult_t nodusRequestFree(nodusRequest_t request) {
 
 // ---- Groups -----------------------------------------------------------------------------
 
+// Every task this file makes runs on a Comm (prepare()); the executor sees it
+// only as its ExecContext.
+static Comm* commOf(const Task& t) { return static_cast<Comm*>(t.comm); }
+
 nodusResult_t nodusGroupStart(void) {
   ++tGroup.depth;
   return nodusSuccess;
@@ -419,26 +479,12 @@ nodusResult_t nodusGroupEnd(void) {
   Status recorded = std::move(tGroup.error);
   tGroup.error = Status::ok();
   Status s = recorded;
-  if (s.isOk() && !tasks.empty()) {
-    // Claim every communicator involved, in a fixed order so that two threads
-    // running groups over the same communicators cannot deadlock.
-    std::vector<Comm*> comms;
-    for (Task& t : tasks) comms.push_back(t.comm);
-    std::sort(comms.begin(), comms.end());
-    comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
-    for (Comm* c : comms) c->claim();
-    for (Comm* c : comms) {
-      if (c->aborted()) s = makeError(nodusAborted, "the communicator was aborted");
-      else if (!c->failure().isOk()) s = Status(c->failure().code(), "the communicator failed earlier: " + c->failure().message());
-    }
-    if (s.isOk()) s = runTasks(tasks);
-    for (Comm* c : comms) c->unclaim();
-  }
+  if (s.isOk() && !tasks.empty()) s = Comm::runGroup(tasks);
   for (Task& t : tasks)
     if (t.request) t.request->complete(s.isOk() ? Status::ok() : s);
   if (!s.isOk()) {
     nodusComm_t none = nullptr;
-    for (Task& t : tasks) t.comm->setLastError(s.message());
+    for (Task& t : tasks) commOf(t)->setLastError(s.message());
     return fail(none, s);
   }
   return nodusSuccess;

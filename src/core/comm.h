@@ -16,13 +16,20 @@
 #include "algorithms/algorithm.h"
 #include "base/bootstrap.h"
 #include "base/status.h"
+#include "exec/exec_context.h"
 #include "exec/executor.h"
 #include "topo/binding.h"
 #include "topo/topology.h"
 #include "tune/planner.h"
+#include "transports/selection.h"
 #include "transports/transport.h"
 
 namespace nodus {
+
+struct NodeInfo;
+struct FabricConfig;
+struct RankPlacement;  // comm.cc: what the ranks exchange at init
+struct RankInfo;
 
 // Parameters a communicator reads once, at init.
 struct CommConfig {
@@ -33,31 +40,34 @@ struct CommConfig {
   int64_t spin = 0;
   std::string algo;
   AlgoSpec algoSpec;      // algo, parsed
-  size_t sliceBytes = 0;  // the largest pipelining slice (a slot), or NODUS_CHUNK_BYTES
-  bool sliceForced = false;  // NODUS_CHUNK_BYTES set: every plan uses sliceBytes, else the tuner picks
+  size_t sliceBytes = 0;  // the largest pipelining slice (a slot), or NODUS_SLICE_BYTES
+  bool sliceForced = false;  // NODUS_SLICE_BYTES set: every plan uses sliceBytes, else the tuner picks
   uint32_t channels = 1;        // NODUS_CHANNELS (PlanContext::channels)
   bool channelsForced = false;  // NODUS_CHANNELS set: every algorithm that runs channels runs that many
   std::string transport;
+  std::string traceDir;  // NODUS_TRACE: "" where none is given or it is not writable
   uint64_t directMaxBytes = 0;
   BindMode bind = BindMode::Auto;  // NODUS_BIND
   SlotCopy shmCopy = SlotCopy::Auto;  // NODUS_SHM_COPY
   bool shmCma = true;                 // NODUS_SHM_CMA
-  static Status fromEnvironment(CommConfig* out);
+  // From settings whose values are each within their registered range;
+  // checks what depends on several of them.
+  static Status fromSettings(const Settings& settings, CommConfig* out);
 };
 
 struct InitOptions {
+  Settings settings;  // the environment's, with the caller's nodusConfig_t applied
   std::unique_ptr<Bootstrap> bootstrap;
   bool inProcess = false;  // ranks are threads of this process (nodusCommInitAll)
 };
 
-class Comm {
+class Comm final : public ExecContext {
  public:
   static Status create(InitOptions opts, std::unique_ptr<Comm>* out);
   ~Comm();
 
-  int rank() const { return rank_; }
-  int nranks() const { return nranks_; }
   const CommConfig& config() const { return cfg_; }
+  const Settings& settings() const { return settings_; }
   const Topology& topology() const { return topo_; }
 
   // What algorithms see of this communicator, and the tuner's choice for a call.
@@ -71,12 +81,18 @@ class Comm {
   // communicator's scratch (allocated and faulted in once, grown rarely).
   // Only while holding the claim: growing it unmaps the old one, which no
   // running task may still use.
-  Status assignScratch(std::span<Task> tasks);
+  Status assignScratch(std::span<Task> tasks) override;
 
   // Runs `tasks` (all of this communicator) in issue order: inline when
   // nothing is queued, else after the queued work. Blocks until done.
   Status runBlocking(std::vector<Task> tasks);
   Status runBlocking(Task&& task);  // one call: no batch to allocate when nothing is queued
+  // Runs the calls of a group (nodusGroupEnd), of one communicator or of
+  // several, together: claims every communicator involved, in address order
+  // (two threads running groups over the same communicators cannot
+  // deadlock), after the work queued on each, then the executor as for a
+  // single call.
+  static Status runGroup(std::span<Task> tasks);
   // Queues `tasks` for the progress thread; each task's request completes.
   Status enqueue(std::vector<Task> tasks);
   // Runs queued work on the calling thread while `r` is not done and nothing
@@ -90,26 +106,24 @@ class Comm {
   void unclaim();
 
   void abort();
-  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
   // The first failure of a collective leaves the connections in an unknown
   // state; every later call fails with this status.
   Status failure() const;
   void recordFailure(const Status& s);
   // Lets peers blocked on us stop waiting.
   void notifyPeersOfFailure();
+  void fail(const Status& s) override {
+    recordFailure(s);
+    notifyPeersOfFailure();
+  }
 
-  SendConnection* sendTo(int peer) { return conns_.send[peer].get(); }
-  RecvConnection* recvFrom(int peer) { return conns_.recv[peer].get(); }
-  Doorbell* doorbell() { return conns_.doorbell; }
-  // Whether `peer` is alive and has not failed (checked only while waiting on it).
-  Status checkPeer(int peer);
-  int64_t spin() const { return spin_; }
+  Status checkPeer(int peer) override;
   // Tells the transports whose threads stand aside while the executor polls
   // (Transport::callerPolling); a no-op where there are none.
-  void callerPolling(CallerPolling state) {
+  void callerPolling(CallerPolling state) override {
     for (Transport* t : callerPolled_) t->callerPolling(state);
   }
-  void callerIdle() {
+  void callerIdle() override {
     for (Transport* t : callerPolled_) t->callerIdle();
   }
   // A few bytes Barrier reduces (operations of one communicator run one at a time).
@@ -121,8 +135,13 @@ class Comm {
  private:
   Comm() = default;
   Status init(InitOptions& opts);
-  // The links between hosts at the devices' speed where the fabric gives none (Comm::init).
-  Status priceLinksAtDevices();
+  // The stages of init (comm.cc says what each exchanges and why).
+  Status exchangePlacement(const NodeInfo& node, bool inProcess, std::vector<RankPlacement>* out);
+  Status exchangeRankInfo(const FabricConfig& fabric, const NodeInfo& node, int forced, uint32_t usable,
+                          std::vector<RankInfo>* out);
+  Status checkAgreement(const FabricConfig& fabric, int forced, const std::vector<RankInfo>& infos) const;
+  Status exchangeConnected();
+  void checkTraceDir();
   void progressMain();
   void runQueued(std::vector<Task>& tasks);
   // Runs tasks this thread claimed (tryClaim), then releases the claim.
@@ -147,26 +166,20 @@ class Comm {
   Status growScratch(size_t bytes);
   void setQueued() { queued_.store(queue_.size(), std::memory_order_seq_cst); }  // under mu_
 
-  int rank_ = 0, nranks_ = 0;
+  Settings settings_;
   CommConfig cfg_;
   Topology topo_;
-  int64_t spin_ = 0;
   int machineCpus_ = 1;  // CPUs the communicator's ranks under this kernel may use between them
   int kernelRanks_ = 1;  // the communicator's ranks under this kernel (they share machineCpus_)
   std::unique_ptr<Bootstrap> bootstrap_;
-  // This rank's doorbell unless a transport provides one (shm); before the
-  // transports, which ring it.
-  std::unique_ptr<Doorbell> localBell_;
-  // Indexed like the transport table; null for transports no rank uses.
-  std::vector<std::unique_ptr<Transport>> transports_;
+  // The transports, their connections and this rank's doorbell.
+  ConnectedTransports connected_;
   std::vector<int> peerTransport_;  // table index per peer, -1 for this rank
-  std::vector<Transport*> callerPolled_;  // of transports_: see callerPolling()
+  std::vector<Transport*> callerPolled_;  // of connected_.transports: see callerPolling()
   // Every connection, on every rank, takes references of any size
   // (Transport::readsEveryPeerAcross): a plan that sends only by reference
   // may cut slices larger than a slot.
   bool wholeReferences_ = false;
-  Connections conns_;
-  std::vector<int> peers_;
 
   std::mutex planMu_;
   // Never erased while the communicator lives: the plans, and the map's
@@ -187,7 +200,6 @@ class Comm {
   std::thread progress_;
 
   alignas(64) std::byte barrierBuf_[64] = {};
-  std::atomic<bool> aborted_{false};
   mutable std::mutex errMu_;
   Status failure_;
   std::atomic<bool> failed_{false};  // failure_ holds an error (set under errMu_)

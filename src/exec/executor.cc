@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/comm.h"
+#include "exec/exec_context.h"
 #include "base/dtype.h"
 #include "base/log.h"
 #include "kernels/reduce.h"
@@ -139,7 +139,7 @@ void nextSlice(Task& t) { t.at.next(*t.plan, t.plan->sliceElems); }
 // Returns whether anything moved; errors go to *err.
 bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
   Task& t = tasks[i];
-  Comm& comm = *t.comm;
+  ExecContext& comm = *t.comm;
   const Plan& plan = *t.plan;
   const size_t ts = typeSize(t.type);
   const bool avg = t.op == nodusAvg;
@@ -182,7 +182,7 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
       sc = comm.sendTo(st.sendPeer);
       out = sc->tryAcquire();
       if (!out) return moved;
-      // A slice larger than a slot can only go by reference (Comm::plan
+      // A slice larger than a slot can only go by reference (the planner
       // cuts such slices only where every send is stable and every
       // connection takes references of any size).
       if (bytes > sc->slotBytes() && !(st.sendsStable && whole)) {
@@ -288,7 +288,7 @@ std::string waitingFor(const Task& t) {
 }
 
 // The communicators of a batch, each once; tells them what this thread does
-// with their connections (Comm::callerPolling): polls from construction, Done
+// with their connections (ExecContext::callerPolling): polls from construction, Done
 // at the end.
 class PollingScope {
  public:
@@ -308,22 +308,22 @@ class PollingScope {
   void set(CallerPolling state) {
     if (state == state_) return;
     state_ = state;
-    each([state](Comm* c) { c->callerPolling(state); });
+    each([state](ExecContext* c) { c->callerPolling(state); });
   }
   void idle() {
-    if (state_ == CallerPolling::Polls) each([](Comm* c) { c->callerIdle(); });
+    if (state_ == CallerPolling::Polls) each([](ExecContext* c) { c->callerIdle(); });
   }
   template <typename F>
   void each(F f) {
     for (size_t i = 0; i < inlined_; ++i) f(comms_[i]);
-    for (Comm* c : more_) f(c);
+    for (ExecContext* c : more_) f(c);
   }
 
 
  private:
-  std::array<Comm*, 4> comms_{};
+  std::array<ExecContext*, 4> comms_{};
   size_t inlined_ = 0;
-  std::vector<Comm*> more_;
+  std::vector<ExecContext*> more_;
   CallerPolling state_ = CallerPolling::Done;
 };
 
@@ -339,13 +339,12 @@ Status runTasks(std::span<Task> tasks) {
   // Scratch is handed out here, under the claim, each task its own part.
   Status scratchErr;
   if (scratch)
-    polling.each([&](Comm* c) {
+    polling.each([&](ExecContext* c) {
       if (scratchErr.isOk()) scratchErr = c->assignScratch(tasks);
     });
   if (!scratchErr.isOk()) {
     for (Task& t : tasks) {
-      t.comm->recordFailure(scratchErr);
-      t.comm->notifyPeersOfFailure();
+      t.comm->fail(scratchErr);
     }
     return scratchErr;
   }
@@ -376,8 +375,7 @@ Status runTasks(std::span<Task> tasks) {
       if (t.finished()) continue;
       if (t.placing) t.placing->cancelPlacement();
       t.placing = nullptr;
-      t.comm->recordFailure(s);
-      t.comm->notifyPeersOfFailure();  // the transports let go of the task's buffers
+      t.comm->fail(s);  // the peers are told; the transports let go of the task's buffers
       t.referencing.clear();
     }
     return s;
@@ -406,7 +404,7 @@ Status runTasks(std::span<Task> tasks) {
         waiting = &t;
         break;
       }
-    Comm& comm = *waiting->comm;
+    ExecContext& comm = *waiting->comm;
     for (Task& t : tasks)
       if (!t.finished() && t.comm->aborted()) return fail(makeError(nodusAborted, "aborted by nodusCommAbort"));
     const auto now = Clock::now();
@@ -436,9 +434,9 @@ Status runTasks(std::span<Task> tasks) {
       }
     }
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - lastProgress).count();
-    if (waited >= comm.config().timeoutMs)
+    if (waited >= comm.timeoutMs())
       return fail(makeError(nodusTimeout, "no progress for %lld ms (NODUS_TIMEOUT_MS=%lld) in %s", static_cast<long long>(waited),
-                            static_cast<long long>(comm.config().timeoutMs), waitingFor(*waiting).c_str()));
+                            static_cast<long long>(comm.timeoutMs()), waitingFor(*waiting).c_str()));
     if (idle < spinLimit + kYields) {
       sched_yield();
       continue;
@@ -451,7 +449,7 @@ Status runTasks(std::span<Task> tasks) {
     const uint32_t seq = bell->seq.load(std::memory_order_seq_cst);
     const bool movedNow = pass(&allDone);
     if (!movedNow && !allDone && err.isOk()) {
-      const int64_t leftUs = (comm.config().timeoutMs - waited) * 1000;
+      const int64_t leftUs = (comm.timeoutMs() - waited) * 1000;
       bell->sleep(seq, std::max<int64_t>(1, std::min(tasks.size() > 1 ? 1000 : kSleepUs, leftUs)));
     }
     bell->sleepers.fetch_sub(1, std::memory_order_seq_cst);

@@ -1,4 +1,4 @@
-// The executor: runs plans over a communicator's connections.
+// The executor: runs plans over the connections an ExecContext gives it.
 //
 // A Task is one plan in flight with its buffers. Tasks advance slice by slice
 // without blocking (a slot that is not ready means "come back later"); run()
@@ -19,7 +19,7 @@
 
 namespace nodus {
 
-class Comm;
+class ExecContext;
 class SendConnection;
 class RecvConnection;
 
@@ -35,7 +35,7 @@ struct Request {
 };
 
 struct Task {
-  Comm* comm = nullptr;
+  ExecContext* comm = nullptr;  // the communicator it runs on (src/core: a Comm)
   const Plan* plan = nullptr;  // owned by the communicator's plan cache, which never drops one
   const std::byte* send = nullptr;
   std::byte* recv = nullptr;

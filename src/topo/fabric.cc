@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "base/params.h"
+#include "base/settings.h"
 
 namespace nodus {
 
@@ -335,12 +335,12 @@ Status loadFabricFile(const std::string& path, FabricConfig* out) {
   return parseFabric(text.str(), path, out);
 }
 
-Status fabricFromEnvironment(FabricConfig* out) {
-  const std::string file = param::kTopoFile.get();
+Status fabricFromSettings(const Settings& settings, FabricConfig* out) {
+  const std::string& file = settings.get(param::kTopoFile);
   if (!file.empty()) return loadFabricFile(file, out);
   FabricConfig f;
-  const std::string torus = param::kTorusDims.get();
-  const std::string fat = param::kFatTree.get();
+  const std::string& torus = settings.get(param::kTorusDims);
+  const std::string& fat = settings.get(param::kFatTree);
   if (!torus.empty() && !fat.empty())
     return makeError(nodusInvalidArgument, "NODUS_TORUS_DIMS and NODUS_FATTREE are both set; choose one fabric");
   if (!torus.empty()) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/settings.h"
 #include "base/status.h"
 
 namespace nodus {
@@ -61,7 +62,13 @@ Status loadFabricFile(const std::string& path, FabricConfig* out);
 // Parses YAML text (`name` stands for the file in messages).
 Status parseFabric(const std::string& text, const std::string& name, FabricConfig* out);
 // NODUS_TOPO_FILE, else NODUS_TORUS_DIMS / NODUS_FATTREE, else flat.
-Status fabricFromEnvironment(FabricConfig* out);
+Status fabricFromSettings(const Settings& settings, FabricConfig* out);
+// The same from the environment as it is now (tests and tools).
+inline Status fabricFromEnvironment(FabricConfig* out) {
+  Settings s;
+  NODUS_TRY(Settings::fromEnvironment(&s));
+  return fabricFromSettings(s, out);
+}
 
 // Coordinates of every host, hosts given by name in order of their first
 // rank. Rejects layouts that do not fit: more hosts than places, duplicate

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "base/params.h"
+#include "base/settings.h"
 
 namespace nodus {
 
@@ -178,8 +178,8 @@ Status machine(std::unique_lock<std::mutex>& lock, hwloc_topology_t* out) {
 
 }  // namespace
 
-Status detectNode(NodeInfo* out) {
-  const std::string xml = param::kHwlocXml.get();
+Status detectNode(const Settings& settings, NodeInfo* out) {
+  const std::string& xml = settings.get(param::kHwlocXml);
   if (!xml.empty()) return loadNodeXml(xml, out);
   std::unique_lock<std::mutex> lock;
   hwloc_topology_t topo = nullptr;

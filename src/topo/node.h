@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/settings.h"
 #include "base/status.h"
 
 namespace nodus {
@@ -46,7 +47,13 @@ struct NodeInfo {
 };
 
 // The node from hwloc: NODUS_HWLOC_XML when set, else this machine.
-Status detectNode(NodeInfo* out);
+Status detectNode(const Settings& settings, NodeInfo* out);
+// The same with the environment as it is now (tests and tools).
+inline Status detectNode(NodeInfo* out) {
+  Settings s;
+  NODUS_TRY(Settings::fromEnvironment(&s));
+  return detectNode(s, out);
+}
 Status loadNodeXml(const std::string& path, NodeInfo* out);
 
 // The NUMA node the calling thread runs on now (0 when unknown).

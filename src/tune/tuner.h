@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/cost_model.h"
+#include "base/settings.h"
 
 namespace nodus {
 
@@ -70,14 +72,21 @@ constexpr int64_t kMaxChannels = 16;
 // NODUS_ALGO's rules then force the algorithm (at its own best slice).
 Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpec& spec, Choice* out);
 
-// What a communicator's PlanContext takes from the environment (CommConfig
-// checks the same values first): the slice (NODUS_SLOT_BYTES, else
-// `transportSlot`, the slot of the transports the plans run over, else
-// kDefaultSlotBytes; NODUS_CHUNK_BYTES forced when set, at most the slot),
-// NODUS_SLOTS, NODUS_ROUND_SLICES (0: half the slots),
-// NODUS_DIRECT_MAX_BYTES and NODUS_CHANNELS (0: the tuner's choice). A communicator passes slotBytesFor() the
-// transports it connected, nodus-topo and nodus-sim modelledSlotBytes().
-void contextFromEnvironment(PlanContext* ctx, int64_t transportSlot = 0);
+// What a PlanContext takes from the settings (CommConfig checks the same
+// values first): the slice (NODUS_SLOT_BYTES, else `transportSlot`, the slot
+// of the transports the plans run over, else kDefaultSlotBytes;
+// NODUS_SLICE_BYTES forced when set, at most the slot), NODUS_SLOTS,
+// NODUS_ROUND_SLICES (0: half the slots), NODUS_DIRECT_MAX_BYTES and
+// NODUS_CHANNELS (0: the tuner's choice). A communicator passes
+// slotBytesFor() the transports it connected, nodus-topo and nodus-sim
+// modelledSlotBytes().
+void contextFromSettings(const Settings& settings, PlanContext* ctx, int64_t transportSlot = 0);
+// The same with the environment as it is now (tests).
+inline void contextFromEnvironment(PlanContext* ctx, int64_t transportSlot = 0) {
+  Settings s;
+  (void)Settings::fromEnvironment(&s);
+  contextFromSettings(s, ctx, transportSlot);
+}
 
 std::string formatBytes(uint64_t bytes);  // 131072 -> "128K"
 

@@ -142,6 +142,7 @@ struct NetContext {
   int rank = -1;
   const NodeInfo* node = nullptr;  // this host's hwloc picture (may be null)
   int numa = -1;                   // the rank's NUMA node, -1 when unknown
+  const Settings* settings = nullptr;  // the communicator's (never null)
 };
 // Makes the Net a transport runs over (one per communicator).
 using NetFactory = Status (*)(const NetContext& ctx, std::unique_ptr<Net>* out);

@@ -13,7 +13,7 @@
 
 #include "base/bootstrap.h"
 #include "base/log.h"
-#include "base/params.h"
+#include "base/settings.h"
 #include "base/socket.h"
 #include "transports/net/net.h"
 #include "transports/net/tcp/tcp_net.h"
@@ -171,6 +171,9 @@ class NetTransport final : public Transport {
       ctx.rank = rank_;
       ctx.node = req.node;
       ctx.numa = req.numa;
+      // A request without settings (a unit test's) takes the environment's.
+      if (req.settings == nullptr) (void)Settings::fromEnvironment(&ownSettings_);
+      ctx.settings = req.settings ? req.settings : &ownSettings_;
       made = factory_(ctx, &net_);
       if (made.isOk()) made = net_->listen(0, &pub[static_cast<size_t>(rank_)].handle, &listener);
       if (made.isOk()) pub[static_cast<size_t>(rank_)].listening = 1;
@@ -533,6 +536,7 @@ class NetTransport final : public Transport {
 
   const char* name_;
   net::NetFactory factory_;
+  Settings ownSettings_;  // connect()'s when its request carries none
   int rank_ = 0;
   double deviceGBs_ = 0;  // the device's speed (deviceGBs), once connected to peers
   uint32_t slots_ = 0;
@@ -614,8 +618,8 @@ std::unique_ptr<Transport> makeNetTransport(const char* name, net::NetFactory fa
 }
 
 std::unique_ptr<Transport> makeTcpTransport() {
-  return makeNetTransport("tcp", [](const net::NetContext&, std::unique_ptr<net::Net>* out) {
-    return net::makeTcpNet(static_cast<int>(param::kNsocks.get()), out);
+  return makeNetTransport("tcp", [](const net::NetContext& ctx, std::unique_ptr<net::Net>* out) {
+    return net::makeTcpNet(*ctx.settings, out);
   });
 }
 

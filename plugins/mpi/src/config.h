@@ -1,7 +1,8 @@
-// The plugin's settings, read once at MPI_Init. Declared (name, default, help)
-// in nodus' central registry, src/base/params.cc, so that nodus-info lists
-// them; read here because the registry is internal to libnodus (the plugin
-// links only its C API). Keep the defaults equal.
+// The plugin's settings, read once at MPI_Init through libnodus' parameter
+// registry (nodusParamGetInt: src/base/params.cc declares their names,
+// defaults, ranges and help; nodus-info lists them). kDefaultMinBytes is
+// what the registry's default says, kept for the plugin's own use when a
+// value is refused.
 #pragma once
 
 #include <cstdint>

@@ -567,11 +567,12 @@ class TcpNet final : public Net {
 
 }  // namespace
 
-Status makeTcpNet(int nsocks, std::unique_ptr<Net>* out) {
+Status makeTcpNet(const Settings& settings, std::unique_ptr<Net>* out) {
+  const int nsocks = static_cast<int>(settings.get(param::kNsocks));
   if (nsocks < 1 || nsocks > kMaxSockets)
     return makeError(nodusInvalidArgument, "NODUS_NSOCKS=%d is outside [1, %d]", nsocks, kMaxSockets);
   std::vector<NetInterface> ifs;
-  NODUS_TRY(selectInterfaces(&ifs));
+  NODUS_TRY(selectInterfaces(settings, &ifs));
   *out = std::make_unique<TcpNet>(nsocks, std::move(ifs));
   return Status::ok();
 }

@@ -10,6 +10,7 @@
 namespace nodus::net {
 
 // nsocks: sockets per connection this side opens (1..kMaxSockets).
-Status makeTcpNet(int nsocks, std::unique_ptr<Net>* out);
+// NODUS_NSOCKS sockets a connection, on the interfaces NODUS_SOCKET_IFNAME selects.
+Status makeTcpNet(const Settings& settings, std::unique_ptr<Net>* out);
 
 }  // namespace nodus::net

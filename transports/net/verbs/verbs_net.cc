@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "base/log.h"
-#include "base/params.h"
+#include "base/settings.h"
 #include "base/socket.h"
 #include "transports/net/net_transport.h"
 #include "transports/net/verbs/ibv_loader.h"
@@ -133,7 +133,7 @@ Status openDevice(const NetContext& ctx, std::shared_ptr<Device>* out) {
   const IbvApi* api = nullptr;
   NODUS_TRY(loadIbv(&api));
   HcaSpec spec;
-  NODUS_TRY(parseHcaSpec(param::kIbHca.get(), &spec));
+  NODUS_TRY(parseHcaSpec(ctx.settings->get(param::kIbHca), &spec));
   DeviceList raw;
   std::vector<DeviceDesc> devices;
   NODUS_TRY(describeDevices(*api, &raw, &devices));
@@ -164,7 +164,7 @@ Status openDevice(const NetContext& ctx, std::shared_ptr<Device>* out) {
     table.push_back(g);
   }
   const uint8_t link = d->path().linkLayer;
-  NODUS_TRY(chooseGid(table, link, static_cast<int>(param::kIbGidIndex.get()), d->where(), &d->gid));
+  NODUS_TRY(chooseGid(table, link, static_cast<int>(ctx.settings->get(param::kIbGidIndex)), d->where(), &d->gid));
   NODUS_INFO(ctx.rank, "verbs: %s (%s), %s, MTU %d, GID index %d%s", d->where().c_str(), choice.why.c_str(),
              link == kLinkEthernet ? "RoCE" : "InfiniBand", mtuBytes(static_cast<uint8_t>(d->attr.active_mtu)),
              d->gid.index,
@@ -750,23 +750,23 @@ Status makeVerbsNet(const NetContext& ctx, std::unique_ptr<Net>* out) {
   // The side channel for connection set-up goes where the tcp transport
   // would (NODUS_SOCKET_IFNAME).
   std::vector<NetInterface> ifs;
-  NODUS_TRY(selectInterfaces(&ifs));
+  NODUS_TRY(selectInterfaces(*ctx.settings, &ifs));
   *out = std::make_unique<VerbsNet>(std::move(dev), ifs.front());
   return Status::ok();
 }
 
-bool verbsUsable(std::string* why) {
+bool verbsUsable(const Settings& settings, std::string* why) {
   struct Probe {
     bool usable = false;
     std::string why;
   };
   // Once per process: a documented, immutable-after-init singleton.
-  static const Probe probe = [] {
+  static const Probe probe = [&settings] {
     Probe p;
     const IbvApi* api = nullptr;
     Status s = loadIbv(&api);
     HcaSpec spec;
-    if (s.isOk()) s = parseHcaSpec(param::kIbHca.get(), &spec);
+    if (s.isOk()) s = parseHcaSpec(settings.get(param::kIbHca), &spec);
     DeviceList raw;
     std::vector<DeviceDesc> devices;
     if (s.isOk()) s = describeDevices(*api, &raw, &devices);

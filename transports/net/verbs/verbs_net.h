@@ -30,7 +30,7 @@ Status makeVerbsNet(const NetContext& ctx, std::unique_ptr<Net>* out);
 // (NODUS_IB_HCA's, when set) has an active port. Probed once per process
 // (a few milliseconds: the library and each device are opened); when not,
 // *why says so.
-bool verbsUsable(std::string* why);
+bool verbsUsable(const Settings& settings, std::string* why);
 
 }  // namespace nodus::net
 
