@@ -108,10 +108,14 @@ int indexOf(const char* name, ParamType type) {
 
 }  // namespace
 
-IntParam::IntParam(const char* name) : index_(indexOf(name, ParamType::Int)) {}
-const ParamInfo& IntParam::info() const { return registry().params[index_]; }
-StringParam::StringParam(const char* name) : index_(indexOf(name, ParamType::String)) {}
-const ParamInfo& StringParam::info() const { return registry().params[index_]; }
+template <ParamType kType>
+TypedParam<kType>::TypedParam(const char* name) : index_(indexOf(name, kType)) {}
+template <ParamType kType>
+const ParamInfo& TypedParam<kType>::info() const {
+  return registry().params[index_];
+}
+template class TypedParam<ParamType::Int>;
+template class TypedParam<ParamType::String>;
 
 std::span<const ParamInfo> allParams() { return registry().params; }
 

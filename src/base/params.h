@@ -30,25 +30,18 @@ struct ParamInfo {
 };
 
 // A typed handle on one registered parameter (its index in allParams()).
-class IntParam {
+template <ParamType kType>
+class TypedParam {
  public:
-  explicit IntParam(const char* name);
+  explicit TypedParam(const char* name);  // a name not registered with this type aborts
   const ParamInfo& info() const;
   int index() const { return index_; }
 
  private:
   int index_;
 };
-
-class StringParam {
- public:
-  explicit StringParam(const char* name);
-  const ParamInfo& info() const;
-  int index() const { return index_; }
-
- private:
-  int index_;
-};
+using IntParam = TypedParam<ParamType::Int>;
+using StringParam = TypedParam<ParamType::String>;
 
 // Every parameter, in declaration order.
 std::span<const ParamInfo> allParams();
