@@ -44,6 +44,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/size.h"
 #include "nodus/nodus.h"
 
 #if defined(NODUS_PERF_WITH_MPI) && NODUS_PERF_WITH_MPI
@@ -591,32 +592,11 @@ void printHelp(FILE* f) {
                names.c_str());
 }
 
+// Sizes as every nodus tool takes them (base/size.h).
 bool parseSize(const std::string& s, size_t* out) {
-  if (s.empty() || s[0] == '-') return false;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (errno != 0 || end == s.c_str()) return false;
-  std::string suffix(end);
-  unsigned long long mult = 1;
-  if (!suffix.empty()) {
-    switch (suffix[0]) {
-      case 'k':
-      case 'K': mult = 1ull << 10; break;
-      case 'm':
-      case 'M': mult = 1ull << 20; break;
-      case 'g':
-      case 'G': mult = 1ull << 30; break;
-      case 't':
-      case 'T': mult = 1ull << 40; break;
-      default: return false;
-    }
-    suffix.erase(0, 1);
-    if (suffix == "iB" || suffix == "B" || suffix == "b") suffix.clear();
-    if (!suffix.empty()) return false;
-  }
-  if (v > std::numeric_limits<size_t>::max() / mult) return false;
-  *out = static_cast<size_t>(v * mult);
+  uint64_t v = 0;
+  if (!nodus::parseUnsignedSize(s, &v) || v > std::numeric_limits<size_t>::max()) return false;
+  *out = static_cast<size_t>(v);
   return true;
 }
 
@@ -1525,18 +1505,24 @@ class Reporter {
 
 // ---- Communicators of -a all ---------------------------------------------------
 
-// Sets NODUS_ALGO for the communicators created next (null: unset, the tuner decides).
-void setAlgoEnv(const char* algo) {
-  const int rc = algo == nullptr ? unsetenv("NODUS_ALGO") : setenv("NODUS_ALGO", algo, 1);
-  if (rc != 0) fatal(0, "cannot set NODUS_ALGO: %s", std::strerror(errno));
+// The algorithm rules every communicator of the run gets (nodusConfig_t::algo):
+// null for the environment's NODUS_ALGO, "" for none (-a auto: the tuner
+// decides), or what -a forces. Set once in main, before any thread exists.
+const char* gAlgo = nullptr;
+
+// A communicator's settings: `algo` (null: gAlgo) as its algorithm rules.
+nodusConfig_t perfConfig(const char* algo) {
+  nodusConfig_t cfg = NODUS_CONFIG_INITIALIZER;
+  cfg.algo = algo ? algo : gAlgo;
+  return cfg;
 }
 
-// -a all needs one communicator per algorithm: a communicator reads NODUS_ALGO
-// once, when it is created.
+// -a all needs one communicator per algorithm: a communicator takes its
+// algorithm rules when it is created (nodusConfig_t).
 class CommMaker {
  public:
   virtual ~CommMaker() = default;
-  // Collective: every rank calls it, with the same algo (null: NODUS_ALGO unset).
+  // Collective: every rank calls it, with the same algo (null: none forced, the tuner decides).
   virtual nodusComm_t create(const char* algo) = 0;
 };
 
@@ -1953,8 +1939,8 @@ class ThreadCommMaker final : public CommMaker {
   nodusComm_t create(const char* algo) override {
     s_.bar.arrive_and_wait();
     if (rank_ == 0) {
-      setAlgoEnv(algo);
-      checkNodus(nodusCommInitAll(s_.comms.data(), static_cast<int>(s_.comms.size())),
+      const nodusConfig_t cfg = perfConfig(algo ? algo : "");
+      checkNodus(nodusCommInitAllConfig(s_.comms.data(), static_cast<int>(s_.comms.size()), &cfg),
                  "nodusCommInitAll", nullptr, 0);
     }
     s_.bar.arrive_and_wait();
@@ -1984,7 +1970,8 @@ int mainThreads(const Options& opt) {
   }
   const int version = libraryVersion();
   std::vector<nodusComm_t> comms(static_cast<size_t>(n), nullptr);
-  if (!opt.algoAll()) checkNodus(nodusCommInitAll(comms.data(), n), "nodusCommInitAll", nullptr, 0);
+  const nodusConfig_t cfg = perfConfig(nullptr);
+  if (!opt.algoAll()) checkNodus(nodusCommInitAllConfig(comms.data(), n, &cfg), "nodusCommInitAll", nullptr, 0);
   char line[512];
   std::snprintf(line, sizeof line, "#  Ranks 0..%d: threads of pid %d on %s", n - 1,
                 static_cast<int>(getpid()), hostName().c_str());
@@ -2021,9 +2008,9 @@ class MpiCommMaker final : public CommMaker {
  public:
   explicit MpiCommMaker(int rank) : rank_(rank) {}
   nodusComm_t create(const char* algo) override {
-    setAlgoEnv(algo);
+    const nodusConfig_t cfg = perfConfig(algo ? algo : "");
     nodusComm_t comm = nullptr;
-    checkNodus(nodusCommInitMPI(&comm, MPI_COMM_WORLD), "nodusCommInitMPI", nullptr, rank_);
+    checkNodus(nodusCommInitMPIConfig(&comm, MPI_COMM_WORLD, &cfg), "nodusCommInitMPI", nullptr, rank_);
     return comm;
   }
 
@@ -2058,8 +2045,8 @@ int mainMpi(int argc, char** argv, const Options& opt) {
   }
   const int version = libraryVersion();
   nodusComm_t comm = nullptr;
-  if (!opt.algoAll())
-    checkNodus(nodusCommInitMPI(&comm, MPI_COMM_WORLD), "nodusCommInitMPI", nullptr, rank);
+  const nodusConfig_t cfg = perfConfig(nullptr);
+  if (!opt.algoAll()) checkNodus(nodusCommInitMPIConfig(&comm, MPI_COMM_WORLD, &cfg), "nodusCommInitMPI", nullptr, rank);
 
   char line[kRankLine] = {};
   rankLine(rank, line);
@@ -2192,16 +2179,15 @@ class NodusGroup final : public Group {
 class FileCommMaker final : public CommMaker {
  public:
   FileCommMaker(nodusComm_t ctrl, int rank, int nranks) : ctrl_(ctrl), rank_(rank), nranks_(nranks) {}
-  nodusComm_t create(const char* algo) override {
-    setAlgoEnv(algo);
-    return make();
-  }
-  nodusComm_t make() {
+  nodusComm_t create(const char* algo) override { return make(algo ? algo : ""); }
+  // A communicator with `algo` as its rules (null: the run's, gAlgo).
+  nodusComm_t make(const char* algo = nullptr) {
     nodusUniqueId id{};
     if (rank_ == 0) checkNodus(nodusGetUniqueId(&id), "nodusGetUniqueId", nullptr, rank_);
     checkNodus(nodusBroadcast(&id, &id, sizeof id, nodusUint8, 0, ctrl_), "nodusBroadcast (unique id)", ctrl_, rank_);
     nodusComm_t comm = nullptr;
-    checkNodus(nodusCommInitRank(&comm, nranks_, id, rank_), "nodusCommInitRank", nullptr, rank_);
+    const nodusConfig_t cfg = perfConfig(algo);
+    checkNodus(nodusCommInitRankConfig(&comm, nranks_, id, rank_, &cfg), "nodusCommInitRank", nullptr, rank_);
     return comm;
   }
 
@@ -2230,7 +2216,8 @@ int mainFile(const Options& opt) {
     fatal(rank, "%s", err.c_str());
   }
   nodusComm_t ctrl = nullptr;
-  const nodusResult_t joined = nodusCommInitRank(&ctrl, n, id, rank);
+  const nodusConfig_t ctrlCfg = perfConfig(nullptr);
+  const nodusResult_t joined = nodusCommInitRankConfig(&ctrl, n, id, rank, &ctrlCfg);
   // Every rank has joined (or the job failed): the id is spent either way.
   if (rank == 0) {
     if (unlink(opt.idFile.c_str()) != 0 && errno != ENOENT)
@@ -2290,12 +2277,12 @@ int main(int argc, char** argv) {
     if (speaker) printHelp(stdout);
     return 0;
   }
-  // Before MPI_Init and before any thread exists: every communicator of the run
-  // is created after this, in every process. -a all sets it per communicator.
+  // Before any thread exists: every communicator of the run is created after
+  // this, in every process. -a all gives each communicator its own.
   if (opt.algo == "auto")
-    setAlgoEnv(nullptr);
+    gAlgo = "";
   else if (opt.algoColumn())
-    setAlgoEnv(opt.algo.c_str());
+    gAlgo = opt.algo.c_str();
   // Modes that start their ranks themselves: under mpirun, say so once.
   const auto notUnderLauncher = [&](const char* why) {
     if (launcherSize() <= 1) return true;

@@ -102,6 +102,9 @@ TEST(Sizes, OneParserForEverySize) {
   EXPECT_FALSE(parseSize("", &v));
   EXPECT_TRUE(parseSize("12KB", &v) && v == 12 << 10);
   EXPECT_FALSE(parseSize("12KX", &v));
+  EXPECT_TRUE(parseSize("2MiB", &v) && v == 2 << 20);
+  EXPECT_TRUE(parseSize("1T", &v) && v == int64_t{1} << 40);
+  EXPECT_FALSE(parseSize("2iB", &v));
   EXPECT_FALSE(parseSize("K", &v));
   EXPECT_FALSE(parseSize("9000000000G", &v));  // overflows
   uint64_t u = 0;

@@ -1,5 +1,5 @@
-// Sizes as people write them: a whole number with an optional K, M or G
-// suffix (powers of 1024, either case), as every NODUS_* size, nodus-perf's
+// Sizes as people write them: a whole number with an optional K, M, G or T
+// suffix (powers of 1024, either case; KiB, KB, B also read), as every NODUS_* size, nodus-perf's
 // -b/-e, NODUS_ALGO's ranges and the tools' options take them. Header-only,
 // so that the tools and plugins that link only libnodus.so use the same one.
 #pragma once
@@ -11,7 +11,7 @@
 
 namespace nodus {
 
-// Parses "64", "-1", "0x40", "128K", "4m", "1G", "64KB". Fails on anything
+// Parses "64", "-1", "0x40", "128K", "4m", "1G", "64KB", "2MiB". Fails on anything
 // after the suffix (and an optional B), on an empty text and on overflow.
 inline bool parseSize(const char* text, int64_t* out) {
   if (text == nullptr || *text == '\0') return false;
@@ -24,9 +24,11 @@ inline bool parseSize(const char* text, int64_t* out) {
     case 'k': case 'K': shift = 10, ++end; break;
     case 'm': case 'M': shift = 20, ++end; break;
     case 'g': case 'G': shift = 30, ++end; break;
+    case 't': case 'T': shift = 40, ++end; break;
     default: break;
   }
-  if (*end == 'B' || *end == 'b') ++end;  // "64KB", "8B"
+  if (shift != 0 && end[0] == 'i' && end[1] == 'B') end += 2;  // "64KiB"
+  else if (*end == 'B' || *end == 'b') ++end;                  // "64KB", "8B"
   if (*end != '\0') return false;
   const long long limit = INT64_MAX >> shift;
   if (v > limit || v < -limit) return false;
