@@ -2,7 +2,7 @@
 // Read from the environment once (Settings::fromEnvironment) and passed
 // explicitly to whatever needs it; a tool, the simulator or a per-
 // communicator config (nodusConfig_t) changes a value with set(), checked
-// exactly as the environment's is, instead of calling setenv.
+// exactly as the environment's is, rather than changing the process environment.
 #pragma once
 
 #include <cstdint>
