@@ -1,8 +1,12 @@
-// Algorithm: a pure function from a call signature to a Plan, plus the cost
-// the tuner uses to choose between algorithms.
+// Algorithm: a pure function from a call signature to a Plan. What it costs
+// is the tuner's business: its formula is src/tune/costs/<name>.cc, written in
+// the tuner's machine model (src/tune/cost_model.h), from the shapes the
+// algorithm's header exposes.
 //
 // Adding an algorithm = one file in algorithms/ defining an Algorithm and one
-// line in algorithms/registry.cc.
+// line in algorithms/registry.cc, plus its cost formula: one file in
+// src/tune/costs/ and one line in src/tune/costs/registry.cc (without one the
+// tuner never picks it, NODUS_ALGO can still force it).
 #pragma once
 
 #include <algorithm>
@@ -42,7 +46,7 @@ struct PlanContext {
   // steps pays its latency once per this many bytes (sliceRounds).
   uint64_t roundBytes() const { return sliceBytes * (roundSlices ? roundSlices : 1); }
   // What a host's local work costs, where the caller knows the hosts better
-  // than the constants CostModel::of measured on this project's machines
+  // than the constants CostModel::of (src/tune) measured on this project's machines
   // (negative: those). nodus-sim sets what it simulates, so that the tuner
   // prices the machine it runs: the reductions at the simulated speed (0
   // when it simulates the network only) and no local passes.
@@ -63,23 +67,12 @@ uint64_t directMaxFor(const PlanContext& ctx);
 // The ranks in the order a ring should visit them.
 std::vector<int> ringOrder(const PlanContext& ctx, int nranks);
 
-// The machine model costs are written in (algorithms/cost_model.h).
-struct CostModel;
-
 struct Algorithm {
   const char* name;
   const char* help;
   // Whether this algorithm can run this signature within this context.
   bool (*supports)(const PlanKey& key, const PlanContext& ctx);
   Status (*build)(const PlanKey& key, const PlanContext& ctx, Plan& plan);
-  // Predicted time in microseconds.
-  double (*cost)(const PlanKey& key, const PlanContext& ctx, const CostModel& model);
-  // The tuner may run it in slices smaller than the slot: its cost prices
-  // what the slice changes (checked against nodus-sim). Left false, it runs
-  // in whole slots: e.g. the torus's streams share one cursor, and nodus-sim
-  // shows them slower in smaller slices (8x8x8, 256 MiB: 1.14x the bound in
-  // 128 KiB slices, 1.51x in 32 KiB) while its cost says faster.
-  bool slicesPriced = false;
   // The most channels it runs (PlanContext::channels); 1: it has none.
   uint32_t maxChannels = 1;
   // The channels it really builds for this call, where that can be fewer

@@ -8,13 +8,11 @@
 
 #include <algorithm>
 
-#include "algorithms/cost_model.h"
 #include "algorithms/dimension_wise.h"
 
 namespace nodus {
-namespace {
 
-bool rings(const PlanKey& k, const PlanContext& ctx, std::vector<DimensionRing>* out) {
+bool hierarchicalRings(const PlanKey& k, const PlanContext& ctx, std::vector<DimensionRing>* out) {
   const Topology* t = ctx.topo;
   if (t == nullptr || t->nranks != k.nranks || t->hosts.size() < 2) return false;
   const int local = t->ranksPerHost();
@@ -31,53 +29,30 @@ bool rings(const PlanKey& k, const PlanContext& ctx, std::vector<DimensionRing>*
   return true;
 }
 
-const std::vector<Stream>& streams() {
+const std::vector<Stream>& hierarchicalStreams() {
   static const std::vector<Stream> s = {{{0, 1}, false}, {{0, 1}, true}};
   return s;
 }
 
+namespace {
+
 bool supports(const PlanKey& k, const PlanContext& ctx) {
   std::vector<DimensionRing> r;
-  return k.coll == Collective::AllReduce && rings(k, ctx, &r);
+  return k.coll == Collective::AllReduce && hierarchicalRings(k, ctx, &r);
 }
 
 Status build(const PlanKey& k, const PlanContext& ctx, Plan& plan) {
   std::vector<DimensionRing> r;
-  if (!rings(k, ctx, &r)) return makeError(nodusInternalError, "hierarchical needs several hosts with equal ranks each");
+  if (!hierarchicalRings(k, ctx, &r)) return makeError(nodusInternalError, "hierarchical needs several hosts with equal ranks each");
   PlanBuilder b(plan);
-  buildDimensionWise(k, r, streams(), b);
+  buildDimensionWise(k, r, hierarchicalStreams(), b);
   return Status::ok();
-}
-
-double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
-  std::vector<DimensionRing> r;
-  if (!rings(k, ctx, &r)) return 1e30;
-  const int local = static_cast<int>(r[0].ranks.size());
-  // Inside a host both streams go through the same port, a rank's
-  // shared-memory copies. Between hosts the rails of all `local` ranks share
-  // the host's fabric links (beta x local); on a torus the host ring's two
-  // directions use different links, elsewhere the host has one link and
-  // both streams' bytes add up on it.
-  const bool torus = ctx.topo->fabric.kind == FabricKind::Torus;
-  // A step of the host ring waits for its slowest hop, but the chain of q-1
-  // steps adds up the ring's hops: price it with their mean latency.
-  const std::vector<int>& hostRing = r[1].ranks;
-  double hopSum = 0;
-  for (size_t i = 0; i < hostRing.size(); ++i) hopSum += m.alphaBetween(hostRing[i], hostRing[(i + 1) % hostRing.size()]);
-  const double interAlpha = hopSum / static_cast<double>(hostRing.size());
-  // Every rank of a host copies and reduces at once (CostModel::busyShare).
-  const double intraBeta = m.intraBetaUsPerByte * m.busyShare;
-  const std::vector<DimCost> links = {{m.intraAlphaUs, intraBeta, /*directional=*/false},
-                                      {interAlpha, m.interBetaUsPerByte * local, /*directional=*/torus}};
-  return dimensionWiseCost(static_cast<double>(k.count) * k.typeSize,
-                           {local, static_cast<int>(r[1].ranks.size())}, streams(), links,
-                           m.gammaUsPerByte * m.busyShare, ctx, intraBeta);
 }
 
 }  // namespace
 
 const Algorithm kHierarchicalAlgorithm = {
     "hierarchical", "AllReduce: reduce-scatter inside hosts, AllReduce across hosts per local rank, all-gather inside.",
-    supports, build, cost};
+    supports, build};
 
 }  // namespace nodus

@@ -1,7 +1,6 @@
 // Point-to-point: one send or one receive, sliced through the connection.
 #include "algorithms/p2p.h"
 
-#include "algorithms/cost_model.h"
 #include "algorithms/plan_builder.h"
 
 namespace nodus {
@@ -20,12 +19,8 @@ Status build(const PlanKey& k, const PlanContext&, Plan& plan) {
   return Status::ok();
 }
 
-double cost(const PlanKey& k, const PlanContext&, const CostModel& m) {
-  return m.alphaUs + static_cast<double>(k.count) * k.typeSize * m.betaUsPerByte;
-}
-
 }  // namespace
 
-const Algorithm kP2pAlgorithm = {"p2p", "Send / Recv between two ranks.", supports, build, cost};
+const Algorithm kP2pAlgorithm = {"p2p", "Send / Recv between two ranks.", supports, build};
 
 }  // namespace nodus

@@ -6,19 +6,11 @@
 // uses 2 of a node's 2*D links; this uses all of them.
 #include "algorithms/torus.h"
 
-#include "algorithms/cost_model.h"
 #include "algorithms/dimension_wise.h"
 
 namespace nodus {
-namespace {
 
-struct TorusLayout {
-  RankGrid grid;
-  std::vector<DimensionRing> rings;
-  std::vector<Stream> streams;
-};
-
-bool layout(const PlanKey& k, const PlanContext& ctx, TorusLayout* out) {
+bool torusLayout(const PlanKey& k, const PlanContext& ctx, TorusLayout* out) {
   if (ctx.topo == nullptr || ctx.topo->nranks != k.nranks || !ctx.topo->rankGrid(&out->grid)) return false;
   const RankGrid& g = out->grid;
   const size_t D = g.dims.size();
@@ -52,44 +44,19 @@ bool layout(const PlanKey& k, const PlanContext& ctx, TorusLayout* out) {
   return true;
 }
 
+namespace {
+
 bool supports(const PlanKey& k, const PlanContext& ctx) {
   TorusLayout t;
-  return k.coll == Collective::AllReduce && k.nranks > 1 && layout(k, ctx, &t);
+  return k.coll == Collective::AllReduce && k.nranks > 1 && torusLayout(k, ctx, &t);
 }
 
 Status build(const PlanKey& k, const PlanContext& ctx, Plan& plan) {
   TorusLayout t;
-  if (!layout(k, ctx, &t)) return makeError(nodusInternalError, "torus needs a full torus of hosts with equal ranks each");
+  if (!torusLayout(k, ctx, &t)) return makeError(nodusInternalError, "torus needs a full torus of hosts with equal ranks each");
   PlanBuilder b(plan);
   buildDimensionWise(k, t.rings, t.streams, b);
   return Status::ok();
-}
-
-double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
-  TorusLayout t;
-  if (!layout(k, ctx, &t)) return 1e30;
-  // A host's ranks all cross its torus links: an axis's rings of the ranks
-  // with the same place inside the host run over the same wires.
-  double local = 1;
-  for (size_t d = 0; d < t.grid.dims.size(); ++d)
-    if (t.grid.intraHost[d]) local *= t.grid.dims[d];
-  std::vector<DimCost> links;
-  for (size_t d = 0; d < t.grid.dims.size(); ++d) {
-    if (t.grid.intraHost[d]) {
-      // Shared memory: a rank's copies in both directions compete.
-      links.push_back({m.intraAlphaUs, m.intraBetaUsPerByte * m.busyShare, /*directional=*/false});
-    } else {
-      // Without wrap-around a ring's closing hop runs back along the line:
-      // every link then carries two of the ring's flows.
-      const double share = t.grid.wrap[d] || t.grid.dims[d] <= 2 ? 1.0 : 2.0;
-      links.push_back({m.interAlphaUs, m.interBetaUsPerByte * share * local, /*directional=*/true});
-    }
-  }
-  // Several ranks per host: each rank's every byte, on a host axis too,
-  // goes through its shared-memory copies first.
-  // Every rank copies and reduces at once (CostModel::busyShare).
-  return dimensionWiseCost(static_cast<double>(k.count) * k.typeSize, t.grid.dims, t.streams, links,
-                           m.gammaUsPerByte * m.busyShare, ctx, local > 1 ? m.intraBetaUsPerByte * m.busyShare : 0.0);
 }
 
 }  // namespace
@@ -97,6 +64,6 @@ double cost(const PlanKey& k, const PlanContext& ctx, const CostModel& m) {
 const Algorithm kTorusAlgorithm = {
     "torus",
     "AllReduce dimension-wise over a torus (host axes plus the ranks of a host), 2*D rotated bidirectional streams.",
-    supports, build, cost};
+    supports, build};
 
 }  // namespace nodus

@@ -243,13 +243,13 @@ SimOutcome runChild(const SimSpec& spec) {
   const CostModel model = CostModel::of(ctx);
   const double gamma = model.gammaUsPerByte;
   out.compute = gamma > 0;
-  out.tunerUs = algo->cost(key0, ctx, model);
+  out.tunerUs = predictUs(*algo, key0, ctx, model);
   CostModel net = model;
   net.gammaUsPerByte = 0;
-  out.tunerNetUs = algo->cost(key0, ctx, net);
+  out.tunerNetUs = predictUs(*algo, key0, ctx, net);
   PlanContext measured = ctx;
   measured.gammaUsPerByte = measured.passUsPerByte = -1;
-  out.tunerFullUs = algo->cost(key0, measured, CostModel::of(measured));
+  out.tunerFullUs = predictUs(*algo, key0, measured, CostModel::of(measured));
 
   LinkModel lm;
   lm.fabricGBs = topo.fabric.link.bandwidthGBs;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/ring.h"
 #include "topo/binding.h"
 #include "topo/fabric.h"
 #include "topo/node.h"
@@ -400,6 +401,31 @@ TEST(AlgoSpec, RulesPerCollectiveAndSize) {
 
 // ---- The tuner on given fabrics -----------------------------------------------------------
 
+// The algorithms build, the tuner prices (src/tune/costs/): every registered
+// algorithm has exactly one formula and every formula prices a registered
+// algorithm, so a new algorithm without its formula fails here rather than
+// never being picked.
+TEST(Tuner, EveryAlgorithmHasOneCostFormula) {
+  for (const Algorithm* a : algorithms()) {
+    int n = 0;
+    for (const CostFormula* f : costFormulas()) n += f->algo == a;
+    EXPECT_EQ(n, 1) << a->name;
+    ASSERT_NE(costFormulaFor(a), nullptr) << a->name;
+  }
+  for (const CostFormula* f : costFormulas()) {
+    ASSERT_NE(f->algo, nullptr);
+    EXPECT_EQ(findAlgorithm(f->algo->name), f->algo) << f->algo->name;
+  }
+  // Priced, the ring costs something finite and grows with the data.
+  PlanContext ctx;
+  ctx.sliceBytes = 128 << 10;
+  const CostModel m = CostModel::of(ctx);
+  const double small = predictUs(kRingAlgorithm, PlanKey{Collective::AllReduce, 4, 0, 1024, 4, 0, false}, ctx, m);
+  const double large = predictUs(kRingAlgorithm, PlanKey{Collective::AllReduce, 4, 0, 1 << 20, 4, 0, false}, ctx, m);
+  EXPECT_GT(small, 0);
+  EXPECT_GT(large, small);
+}
+
 TEST(Tuner, TorusWinsLargeAndLogStepAlgorithmsSmallOn8x8x8) {
   const Topology t = build(torusDims("8x8x8"), 512, 1);
   EXPECT_STREQ(pick(t, Collective::AllReduce, 256 << 20), "torus");
@@ -468,7 +494,7 @@ TEST(Tuner, MultiRankHostsPayForTheirSharedPortsAndHierarchicalWinsWhereItShould
   const double floor = 2 * 7.0 / 8 * n * m.intraBetaUsPerByte + 2 * 63.0 / 64 * n * m.interBetaUsPerByte;
   const Algorithm* hier = findAlgorithm("hierarchical");
   ASSERT_NE(hier, nullptr);
-  const double us = hier->cost(PlanKey{Collective::AllReduce, t.nranks, 0, (64 << 20) / 4, 4, 0, false}, ctx, m);
+  const double us = predictUs(*hier, PlanKey{Collective::AllReduce, t.nranks, 0, (64 << 20) / 4, 4, 0, false}, ctx, m);
   EXPECT_GE(us, floor);
   EXPECT_LE(us, 1.2 * floor);
   // A halving-doubling exchange that leaves the host shares the host's link
@@ -674,8 +700,8 @@ TEST(Tuner, RingReduceScatterMovesWhatItsAllGatherMoves) {
   const Algorithm* ring = findAlgorithm("ring");
   ASSERT_NE(ring, nullptr);
   const uint64_t count = (16 << 20) / 8 / 4;
-  const double rs = ring->cost(PlanKey{Collective::ReduceScatter, 8, 0, count, 4, 0, false}, ctx, m);
-  const double ag = ring->cost(PlanKey{Collective::AllGather, 8, 0, count, 4, 0, false}, ctx, m);
+  const double rs = predictUs(*ring, PlanKey{Collective::ReduceScatter, 8, 0, count, 4, 0, false}, ctx, m);
+  const double ag = predictUs(*ring, PlanKey{Collective::AllGather, 8, 0, count, 4, 0, false}, ctx, m);
   EXPECT_DOUBLE_EQ(rs, ag);
   EXPECT_GE(rs, 7.0 / 8 * (16 << 20) * m.interBetaUsPerByte);
 }
@@ -700,13 +726,13 @@ TEST(Tuner, RingRunsTwoChannelsOnATorusAndOneWhereAPortCarriesBothDirections) {
   ctx.channels = c.channels;
   const Algorithm* ring = findAlgorithm("ring");
   const PlanKey key{Collective::AllGather, 512, 0, (1u << 30) / 512 / 4, 4, 0, false};
-  const double two = ring->cost(key, ctx, CostModel::of(ctx));
+  const double two = predictUs(*ring, key, ctx, CostModel::of(ctx));
   ctx.channels = 1;
-  const double one = ring->cost(key, ctx, CostModel::of(ctx));
+  const double one = predictUs(*ring, key, ctx, CostModel::of(ctx));
   EXPECT_NEAR(one / two, 2.0, 0.15);
   // Four channels: no more wires to use, more steps.
   ctx.channels = 4;
-  EXPECT_GE(ring->cost(key, ctx, CostModel::of(ctx)), two);
+  EXPECT_GE(predictUs(*ring, key, ctx, CostModel::of(ctx)), two);
 
   // A fat-tree, one host, and a host of many ranks keep one channel.
   const Topology fat = build(parseOk("fabric: fat-tree\nradix: [16, 32]\n"), 512, 1);

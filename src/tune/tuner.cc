@@ -130,6 +130,8 @@ Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpe
   for (const Algorithm* a : algorithms()) {
     if (!a->supports(key, ctx)) continue;
     Estimate e{a, std::numeric_limits<double>::infinity(), ctx.sliceBytes, 1};
+    // An algorithm without a formula is never picked, but can be forced (at the slot).
+    const CostFormula* formula = costFormulaFor(a);
     // Channels 1, 2, 4, ... up to the algorithm's most (only NODUS_CHANNELS
     // when forced); for each, the slot, then halves of it: the pair that
     // prices lowest, fewer channels and the larger slice on a tie.
@@ -140,9 +142,9 @@ Status chooseAlgorithm(const PlanKey& key, const PlanContext& ctx, const AlgoSpe
         PlanContext at = ctx;
         at.sliceBytes = slice;
         at.channels = ch;
-        const double t = a->cost(key, at, CostModel::of(at));
+        const double t = formula != nullptr ? formula->cost(key, at, CostModel::of(at)) : e.us;
         if (t < e.us * (1 - 1e-9)) e.us = t, e.sliceBytes = slice, e.channels = channelsFor(*a, key, at);
-        if (!trySmaller || !a->slicesPriced || slice / 2 / 64 * 64 < std::max<uint64_t>(kMinSliceBytes, key.typeSize))
+        if (!trySmaller || formula == nullptr || !formula->slicesPriced || slice / 2 / 64 * 64 < std::max<uint64_t>(kMinSliceBytes, key.typeSize))
           break;
       }
       if (ctx.channelsForced) break;

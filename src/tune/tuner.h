@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
-#include "algorithms/cost_model.h"
+#include "tune/cost_formula.h"
 #include "base/settings.h"
 
 namespace nodus {
@@ -65,7 +65,7 @@ constexpr int64_t kMaxChannels = 16;
 
 // Picks the algorithm, its slice and its channels: each algorithm is priced
 // at ctx.sliceBytes (the slot) and, where its cost prices slices
-// (Algorithm::slicesPriced), at halves of it down to kMinSliceBytes; only
+// (CostFormula::slicesPriced), at halves of it down to kMinSliceBytes; only
 // at ctx.sliceBytes when ctx.sliceForced; and, where it runs channels
 // (Algorithm::maxChannels), at 1, 2, 4, ... of them up to its most, only at
 // ctx.channels when ctx.channelsForced. The lowest price wins.

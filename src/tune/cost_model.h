@@ -1,7 +1,7 @@
-// The alpha-beta-gamma machine model every algorithm's cost formula is
-// written in, and the pricing helpers the formulas share. Declared and
-// implemented here, beside the formulas that use it; the tuner
-// (src/tune) only calls the formulas.
+// The tuner's alpha-beta-gamma machine model: the constants measured on
+// this project's machines and derived from the topology (CostModel::of), and
+// the pricing helpers every algorithm's cost formula (src/tune/costs/) is
+// written with.
 #pragma once
 
 #include <algorithm>

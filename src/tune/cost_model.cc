@@ -1,12 +1,9 @@
-#include "algorithms/cost_model.h"
+#include "tune/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "algorithms/direct.h"
-
 namespace nodus {
-
 
 // Intra-host constants measured on this project's 2-core VMs over shm with
 // nodus-perf (-a all) and the default 128 KiB slices: a step costs about
