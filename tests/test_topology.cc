@@ -4,12 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <functional>
 #include <cstdlib>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "base/bootstrap.h"
+#include "core/comm.h"
 #include "algorithms/ring.h"
 #include "topo/binding.h"
 #include "topo/fabric.h"
@@ -813,4 +819,59 @@ TEST(Tuner, DirectTakesMidSizesOnlyWhereRanksHaveCoresOfTheirOwn) {
   // A value set by the user is the limit either way.
   ctx.directMaxBytes = 1 << 20;
   EXPECT_EQ(directMaxFor(ctx), 1u << 20);
+}
+
+// ---- Communicators made from communicators inherit placement and fabric ------
+
+// A 4x4 torus of threads posing as 16 hosts (loopback transport), split into
+// rows and into columns: each child keeps its hosts where the parent placed
+// them, so its ring walks torus neighbours (every hop, the closing one
+// included, one link), as a split along one dimension should.
+TEST(SplitTopology, ASplitAlongATorusDimensionIsThatDimensionsRing) {
+  constexpr int n = 16;
+  Settings base;
+  ASSERT_TRUE(Settings::fromEnvironment(&base).isOk());
+  std::string hosts;
+  for (int r = 0; r < n; ++r) hosts += (r ? ",h" : "h") + std::to_string(r);
+  ASSERT_TRUE(base.set("NODUS_TORUS_DIMS", "4x4").isOk());
+  ASSERT_TRUE(base.set("NODUS_TOPO_FILE", "").isOk());
+  ASSERT_TRUE(base.set("NODUS_FATTREE", "").isOk());
+  ASSERT_TRUE(base.set("NODUS_HOSTID", hosts).isOk());
+  ASSERT_TRUE(base.set("NODUS_BIND", "none").isOk());
+  auto group = makeInProcessGroup(n);
+  std::vector<std::unique_ptr<Comm>> comms(n), rows(n), cols(n);
+  std::vector<Status> made(n, Status::ok());
+  auto onEveryRank = [&](const std::function<Status(int)>& fn) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { made[static_cast<size_t>(r)] = fn(r); });
+    for (auto& t : threads) t.join();
+    for (const Status& s : made) ASSERT_TRUE(s.isOk()) << s.message();
+  };
+  onEveryRank([&](int r) {
+    InitOptions opts;
+    opts.settings = base;
+    opts.bootstrap = inProcessBootstrap(group, r, std::chrono::seconds(60));
+    opts.inProcess = true;
+    return Comm::create(std::move(opts), &comms[static_cast<size_t>(r)]);
+  });
+  onEveryRank([&](int r) {
+    Status s = comms[static_cast<size_t>(r)]->split(r / 4, r, base, Status::ok(), &rows[static_cast<size_t>(r)]);
+    if (s.isOk()) s = comms[static_cast<size_t>(r)]->split(r % 4, r, base, Status::ok(), &cols[static_cast<size_t>(r)]);
+    return s;
+  });
+  const Topology& parent = comms[0]->topology();
+  for (int r = 0; r < n; ++r)
+    for (const auto* kids : {&rows, &cols}) {
+      const Topology& t = (*kids)[static_cast<size_t>(r)]->topology();
+      ASSERT_EQ(t.nranks, 4);
+      ASSERT_EQ(t.hosts.size(), 4u);
+      for (size_t h = 0; h < t.hosts.size(); ++h) {
+        const auto at = std::find(parent.hosts.begin(), parent.hosts.end(), t.hosts[h]);
+        ASSERT_NE(at, parent.hosts.end());
+        EXPECT_EQ(t.coords[h], parent.coords[static_cast<size_t>(at - parent.hosts.begin())]) << t.hosts[h];
+      }
+      for (int i = 0; i < 4; ++i)
+        EXPECT_EQ(t.hops(t.ringOrder[static_cast<size_t>(i)], t.ringOrder[static_cast<size_t>((i + 1) % 4)]), 1)
+            << "rank " << r << (kids == &rows ? " row" : " column") << ": " << t.describe();
+    }
 }

@@ -156,7 +156,7 @@ typedef struct {
   unsigned int version; /* NODUS_VERSION_CODE the caller was compiled against */
   int timeoutMs;        /* NODUS_TIMEOUT_MS: longest wait without progress, 1 ms or more */
   const char* algo;     /* NODUS_ALGO: the algorithm rules; NULL: the environment's; "": none forced */
-  const char* traceDir; /* NODUS_TRACE_DIR: where timelines go; NULL: the environment's */
+  const char* traceDir; /* NODUS_TRACE: where timelines go; NULL: the environment's */
 } nodusConfig_t;
 #define NODUS_CONFIG_INITIALIZER \
   { sizeof(nodusConfig_t), NODUS_CONFIG_MAGIC, NODUS_VERSION_CODE, NODUS_CONFIG_UNDEF_INT, NULL, NULL }
@@ -169,6 +169,32 @@ nodusResult_t nodusCommInitRankConfig(nodusComm_t* comm, int nranks, nodusUnique
 /* nodusCommInitAll with one config for every communicator it makes. */
 nodusResult_t nodusCommInitAllConfig(nodusComm_t* comms, int ndev, const nodusConfig_t* config);
 /* nodusCommInitMPIConfig, for MPI programs, is in nodus/nodus_mpi.h. */
+
+/* ---- Communicators from communicators ------------------------------------ */
+/* Neither needs a unique id: the new communicator's bootstrap runs over what
+ * its parent already has. It inherits the parent's placement (hosts, NUMA
+ * nodes) and fabric, and its tuner prices its own layout (a split inside one
+ * host uses shared memory; a split along one torus dimension is that
+ * dimension's ring). It is independent of its parent afterwards: either may be
+ * destroyed or aborted first, and both may run at once from different
+ * threads. config == NULL inherits the parent's settings; otherwise the
+ * fields `config` sets replace the parent's and the others are inherited. */
+#define NODUS_SPLIT_NOCOLOR (-1)
+/* Collective over every rank of `comm` (as ncclCommSplit): the ranks passing
+ * one colour make one communicator, ordered by key and then by rank in
+ * `comm`. A rank passing NODUS_SPLIT_NOCOLOR gets *newcomm == NULL. Any other
+ * negative colour, or a config that is refused, fails the call on every rank
+ * with nodusInvalidArgument and a message naming the rank. */
+nodusResult_t nodusCommSplit(nodusComm_t comm, int color, int key, nodusComm_t* newcomm,
+                             const nodusConfig_t* config);
+/* Collective over the `nranks` ranks of `comm` that `ranks` lists, and
+ * called by those only (as MPI_Comm_create_group): new rank i is ranks[i].
+ * Every member passes the same list; a list with duplicates, a rank outside
+ * [0, size of comm) or without the caller fails with nodusInvalidArgument at
+ * once, and members passing different lists fail within the timeout. Groups
+ * of the same list are told apart by the order the members make them in. */
+nodusResult_t nodusCommCreateGroup(nodusComm_t comm, const int* ranks, int nranks, nodusComm_t* newcomm,
+                                   const nodusConfig_t* config);
 
 /* Waits for this rank's outstanding requests, then frees the communicator.
  * Local: it does not synchronise with the other ranks. NULL is accepted. */

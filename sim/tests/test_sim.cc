@@ -602,7 +602,7 @@ std::vector<std::unique_ptr<Comm>> runtimeComms(int n, const std::vector<std::st
     threads.emplace_back([&, r] {
       InitOptions opts;
       opts.settings = base;
-      opts.bootstrap = inProcessBootstrap(group, r);
+      opts.bootstrap = inProcessBootstrap(group, r, std::chrono::milliseconds(base.get(param::kTimeoutMs)));
       opts.inProcess = true;
       made[static_cast<size_t>(r)] = Comm::create(std::move(opts), &comms[static_cast<size_t>(r)]);
     });

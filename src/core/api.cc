@@ -233,8 +233,15 @@ nodusResult_t nodusGetUniqueId(nodusUniqueId* id) {
 // The settings of a new communicator: the environment's, then every field of
 // `config` not left at its initializer value. Each field is checked as its
 // variable would be, and errors name the field.
+static Status applyConfig(const nodusConfig_t* config, Settings* out);
+
 static Status settingsFor(const nodusConfig_t* config, Settings* out) {
   NODUS_TRY(Settings::fromEnvironment(out));
+  return applyConfig(config, out);
+}
+
+// Every field of `config` not left at its initializer value, over `out`.
+static Status applyConfig(const nodusConfig_t* config, Settings* out) {
   if (config == nullptr) return Status::ok();
   if (config->magic != NODUS_CONFIG_MAGIC)
     return makeError(nodusInvalidArgument, "nodusConfig_t: bad magic 0x%x (start from NODUS_CONFIG_INITIALIZER)",
@@ -316,7 +323,7 @@ nodusResult_t nodusCommInitAllConfig(nodusComm_t* comms, int n, const nodusConfi
     threads.emplace_back([&, r] {
       InitOptions opts;
       opts.settings = settings;
-      opts.bootstrap = inProcessBootstrap(group, r);
+      opts.bootstrap = inProcessBootstrap(group, r, std::chrono::milliseconds(settings.get(param::kTimeoutMs)));
       opts.inProcess = true;
       status[r] = Comm::create(std::move(opts), &made[r]);
     });
@@ -324,6 +331,57 @@ nodusResult_t nodusCommInitAllConfig(nodusComm_t* comms, int n, const nodusConfi
   for (int r = 0; r < n; ++r)
     if (!status[r].isOk()) return fail(nullptr, Status(status[r].code(), "nodusCommInitAll(rank " + std::to_string(r) + "): " + status[r].message()));
   for (int r = 0; r < n; ++r) comms[r] = wrap(std::move(made[r]));
+  return nodusSuccess;
+}
+
+nodusResult_t nodusCommSplit(nodusComm_t comm, int color, int key, nodusComm_t* newcomm, const nodusConfig_t* config) {
+  if (newcomm == nullptr) return fail(comm, makeError(nodusInvalidArgument, "nodusCommSplit: newcomm is NULL"));
+  *newcomm = nullptr;
+  Status s = checkComm(comm);
+  if (!s.isOk()) return fail(nullptr, Status(s.code(), "nodusCommSplit: " + s.message()));
+  if (tGroup.depth > 0) return fail(comm, makeError(nodusInvalidUsage, "nodusCommSplit inside a group is not supported"));
+  // The child's settings: the parent's, then the fields `config` sets. A bad
+  // config (or colour) fails every rank, after the exchange (Comm::split).
+  Settings settings = comm->impl->settings();
+  const Status bad = applyConfig(config, &settings);
+  std::unique_ptr<Comm> c;
+  s = comm->impl->split(color, key, std::move(settings),
+                        bad.isOk() ? bad : Status(bad.code(), "nodusCommSplit: " + bad.message()), &c);
+  if (!s.isOk()) return fail(comm, Status(s.code(), "nodusCommSplit(rank " + std::to_string(comm->impl->rank()) + ", colour " + std::to_string(color) + "): " + s.message()));
+  if (c) *newcomm = wrap(std::move(c));
+  return nodusSuccess;
+}
+
+nodusResult_t nodusCommCreateGroup(nodusComm_t comm, const int* ranks, int nranks, nodusComm_t* newcomm,
+                                   const nodusConfig_t* config) {
+  if (newcomm == nullptr) return fail(comm, makeError(nodusInvalidArgument, "nodusCommCreateGroup: newcomm is NULL"));
+  *newcomm = nullptr;
+  Status s = checkComm(comm);
+  if (!s.isOk()) return fail(nullptr, Status(s.code(), "nodusCommCreateGroup: " + s.message()));
+  if (tGroup.depth > 0)
+    return fail(comm, makeError(nodusInvalidUsage, "nodusCommCreateGroup inside a group is not supported"));
+  const int n = comm->impl->nranks(), me = comm->impl->rank();
+  if (ranks == nullptr) return fail(comm, makeError(nodusInvalidArgument, "nodusCommCreateGroup: ranks is NULL"));
+  if (nranks < 1 || nranks > n)
+    return fail(comm, makeError(nodusInvalidArgument, "nodusCommCreateGroup: nranks %d is outside [1, %d]", nranks, n));
+  std::vector<int> list(ranks, ranks + nranks);
+  std::vector<char> seen(static_cast<size_t>(n), 0);
+  for (int i = 0; i < nranks; ++i) {
+    if (list[i] < 0 || list[i] >= n)
+      return fail(comm, makeError(nodusInvalidArgument, "nodusCommCreateGroup: ranks[%d] = %d is outside [0, %d)", i, list[i], n));
+    if (seen[static_cast<size_t>(list[i])]++)
+      return fail(comm, makeError(nodusInvalidArgument, "nodusCommCreateGroup: rank %d is listed twice", list[i]));
+  }
+  if (!seen[static_cast<size_t>(me)])
+    return fail(comm, makeError(nodusInvalidArgument,
+                                "nodusCommCreateGroup: rank %d is not in the list; only the listed ranks call it", me));
+  Settings settings = comm->impl->settings();
+  s = applyConfig(config, &settings);
+  if (!s.isOk()) return fail(comm, Status(s.code(), "nodusCommCreateGroup: " + s.message()));
+  std::unique_ptr<Comm> c;
+  s = comm->impl->createGroup(list, std::move(settings), &c);
+  if (!s.isOk()) return fail(comm, Status(s.code(), "nodusCommCreateGroup(rank " + std::to_string(me) + "): " + s.message()));
+  *newcomm = wrap(std::move(c));
   return nodusSuccess;
 }
 

@@ -16,6 +16,7 @@
 #include "algorithms/algorithm.h"
 #include "base/bootstrap.h"
 #include "base/status.h"
+#include "core/rank_info.h"
 #include "exec/exec_context.h"
 #include "exec/executor.h"
 #include "topo/binding.h"
@@ -28,8 +29,7 @@ namespace nodus {
 
 struct NodeInfo;
 struct FabricConfig;
-struct RankPlacement;  // comm.cc: what the ranks exchange at init
-struct RankInfo;
+class Comm;
 
 // Parameters a communicator reads once, at init.
 struct CommConfig {
@@ -59,12 +59,29 @@ struct InitOptions {
   Settings settings;  // the environment's, with the caller's nodusConfig_t applied
   std::unique_ptr<Bootstrap> bootstrap;
   bool inProcess = false;  // ranks are threads of this process (nodusCommInitAll)
+  // A communicator made from another (Comm::split, Comm::createGroup): its
+  // ranks' placement, hosts, NUMA nodes and fabric are the parent's, taken
+  // rather than exchanged or read again. parentRanks[r] is new rank r's rank
+  // in the parent, which outlives init.
+  const Comm* parent = nullptr;
+  std::vector<int> parentRanks;
 };
 
 class Comm final : public ExecContext {
  public:
   static Status create(InitOptions opts, std::unique_ptr<Comm>* out);
   ~Comm();
+
+  // nodusCommSplit: collective over this communicator. Ranks of one colour
+  // make a communicator, ordered by (key, rank here); kNoColor gets none
+  // (*out stays null). `settings` are the new one's (this one's with the
+  // caller's nodusConfig_t applied); `settingsError` is why they could not
+  // be made, which fails every rank, not just the caller.
+  static constexpr int kNoColor = -1;
+  Status split(int color, int key, Settings settings, const Status& settingsError, std::unique_ptr<Comm>* out);
+  // nodusCommCreateGroup: collective over `ranks` (ranks of this
+  // communicator, in the new one's order) only; the caller is one of them.
+  Status createGroup(const std::vector<int>& ranks, Settings settings, std::unique_ptr<Comm>* out);
 
   const CommConfig& config() const { return cfg_; }
   const Settings& settings() const { return settings_; }
@@ -141,6 +158,12 @@ class Comm final : public ExecContext {
                           std::vector<RankInfo>* out);
   Status checkAgreement(const FabricConfig& fabric, int forced, const std::vector<RankInfo>& infos) const;
   Status exchangeConnected();
+  // A child's placement, hosts and NUMA nodes from its parent's.
+  void inheritPlacement(const Comm& parent, const std::vector<int>& parentRanks);
+  // The CPUs the ranks under this kernel share, from `places_`.
+  void countKernelRanks();
+  // A child communicator over `members` (ranks here, in its order).
+  Status makeChild(const std::vector<int>& members, uint64_t tag, Settings settings, std::unique_ptr<Comm>* out);
   void checkTraceDir();
   void progressMain();
   void runQueued(std::vector<Task>& tasks);
@@ -172,6 +195,19 @@ class Comm final : public ExecContext {
   int machineCpus_ = 1;  // CPUs the communicator's ranks under this kernel may use between them
   int kernelRanks_ = 1;  // the communicator's ranks under this kernel (they share machineCpus_)
   std::unique_ptr<Bootstrap> bootstrap_;
+  bool inProcess_ = false;
+  // What every rank said at init, for the communicators made from this one.
+  std::vector<RankPlacement> places_;
+  std::vector<RankInfo> infos_;
+  // Set while a child is initialised (InitOptions::parent).
+  const Comm* initParent_ = nullptr;
+  std::vector<int> initParentRanks_;
+  // Splits and groups made from this communicator: their sequence numbers
+  // make their bootstraps' tags (every member counts alike). bootstrapMu_
+  // keeps two threads from using the bootstrap at once.
+  std::mutex bootstrapMu_;
+  uint64_t splits_ = 0;
+  std::unordered_map<uint64_t, uint64_t> groupsOfList_;
   // The transports, their connections and this rank's doorbell.
   ConnectedTransports connected_;
   std::vector<int> peerTransport_;  // table index per peer, -1 for this rank

@@ -65,22 +65,6 @@ Status CommConfig::fromSettings(const Settings& settings, CommConfig* c) {
   return Status::ok();
 }
 
-// What every rank tells every other once it is bound (Comm::exchangeRankInfo).
-struct RankInfo {
-  char host[64];     // where the topology places the rank (NODUS_HOSTID, else the hostname)
-  uint64_t fabricFingerprint;
-  int32_t numa;
-  int32_t cores;        // CPUs the ranks under its kernel may run on between them
-  int32_t kernelRanks;  // the ranks of the communicator under its kernel
-  int32_t pid;
-  uint32_t slots;
-  int32_t forcedTransport;  // index into the transport table, -1: none forced
-  uint32_t usableTransports;  // bit t: transport t can run on this host (TransportEntry::usable)
-  uint64_t slotBytes;
-  // What the plans are made of, which every rank must build alike
-  // (kPlanSettings names them; NODUS_ALGO as a hash of its text).
-  int64_t planSettings[5];
-};
 
 namespace {
 
@@ -111,21 +95,6 @@ uint64_t processToken() {
 
 }  // namespace
 
-// What every rank tells every other first: where it runs and on which CPUs
-// it may, before nodus binds anything (binding needs to know who shares the
-// machine, and the NUMA node a rank reports must be where it will run).
-struct RankPlacement {
-  // The kernel it runs under (boot id): processes of one kernel share its
-  // CPUs, even where UTS namespaces make them different machines to the
-  // transports (the netns harness: four "hosts" on this machine's 2 cores).
-  char kernel[40] = {};
-  // The machine transports see (kernel hostname and boot id: a UTS
-  // namespace makes another machine), which decides whether a probe of the
-  // transports that reach other machines matters.
-  char machine[80] = {};
-  uint64_t processToken = 0;
-  CpuMask cpus;
-};
 
 namespace {
 
@@ -263,6 +232,10 @@ Status Comm::init(InitOptions& opts) {
   rank_ = bootstrap_->rank();
   nranks_ = bootstrap_->nranks();
   settings_ = std::move(opts.settings);
+  initParent_ = opts.parent;
+  initParentRanks_ = opts.parentRanks;
+  if (opts.parent != nullptr) opts.inProcess = opts.parent->inProcess_;
+  inProcess_ = opts.inProcess;
   NODUS_TRY(CommConfig::fromSettings(settings_, &cfg_));
   checkTraceDir();
   static std::once_flag unknownChecked;  // once a process: a typo is the user's, not each communicator's
@@ -270,15 +243,31 @@ Status Comm::init(InitOptions& opts) {
     for (const std::string& name : unknownParams())
       NODUS_WARN(rank_, "%s is not a nodus parameter and is ignored (nodus-info lists them)", name.c_str());
   });
+  // A child keeps its parent's fabric as the parent priced it, with every
+  // host where the parent placed it (placing a subset in order would move
+  // it: a row of a torus would become a corner).
   FabricConfig fabric;
-  NODUS_TRY(fabricFromSettings(settings_, &fabric));
+  if (initParent_ != nullptr) {
+    const Topology& pt = initParent_->topo_;
+    fabric = pt.fabric;
+    if (fabric.kind != FabricKind::Flat) {
+      fabric.placement = FabricConfig::Placement::ByName;
+      fabric.named.clear();
+      for (size_t h = 0; h < pt.hosts.size(); ++h) fabric.named.emplace_back(pt.hosts[h], pt.coords[h]);
+    }
+  } else {
+    NODUS_TRY(fabricFromSettings(settings_, &fabric));
+  }
   const NodeInfo* node = nullptr;
   NODUS_TRY(localNode(settings_, &node));
   int forced = -1;
   NODUS_TRY(forcedTransport(cfg_.transport, &forced));
 
-  std::vector<RankPlacement> places;
-  NODUS_TRY(exchangePlacement(*node, opts.inProcess, &places));
+  if (initParent_ != nullptr)
+    inheritPlacement(*initParent_, initParentRanks_);
+  else
+    NODUS_TRY(exchangePlacement(*node, opts.inProcess, &places_));
+  const std::vector<RankPlacement>& places = places_;
   bool anyRemote = false;
   for (const RankPlacement& p : places) anyRemote |= strncmp(p.machine, places[0].machine, sizeof(p.machine)) != 0;
   // Which transports this host can run, for the pairs to agree on (a device
@@ -287,8 +276,8 @@ Status Comm::init(InitOptions& opts) {
   // only for transports not excluded by NODUS_TRANSPORT.
   std::vector<std::string> unusableWhy;
   const uint32_t usable = usableTransports(settings_, forced, anyRemote, &unusableWhy);
-  std::vector<RankInfo> infos;
-  NODUS_TRY(exchangeRankInfo(fabric, *node, forced, usable, &infos));
+  NODUS_TRY(exchangeRankInfo(fabric, *node, forced, usable, &infos_));
+  const std::vector<RankInfo>& infos = infos_;
   NODUS_TRY(checkAgreement(fabric, forced, infos));
   std::vector<std::string> hostOfRank;
   std::vector<int> numaOfRank;
@@ -368,6 +357,7 @@ Status Comm::init(InitOptions& opts) {
              callerPolled_.empty() ? "" : " (no core to spare: the executor polls the network itself)", cfg_.slots,
              cfg_.slotBytes);
   if (rank_ == 0) NODUS_INFO(rank_, "topology:\n%s", topo_.describe().c_str());
+  initParent_ = nullptr;
   return Status::ok();
 }
 
@@ -382,18 +372,31 @@ Status Comm::exchangePlacement(const NodeInfo& node, bool inProcess, std::vector
   place.processToken = processToken();
   place.cpus = currentCpus();
   NODUS_TRY(bootstrap_->allGather(places.data(), sizeof(RankPlacement)));
+  countKernelRanks();
+  bindThisProcess(cfg_, node, places, rank_, inProcess);
+  return Status::ok();
+}
+
+void Comm::countKernelRanks() {
   // The CPUs the ranks under this kernel may use between them: a launcher
   // that gives each rank a core of its own does not oversubscribe it.
+  const RankPlacement& place = places_[static_cast<size_t>(rank_)];
   CpuMask machineCpus;
   kernelRanks_ = 0;
-  for (const RankPlacement& p : places)
+  for (const RankPlacement& p : places_)
     if (strncmp(p.kernel, place.kernel, sizeof(p.kernel)) == 0) {
       machineCpus |= p.cpus;
       ++kernelRanks_;
     }
   machineCpus_ = std::max(1, machineCpus.count());
-  bindThisProcess(cfg_, node, places, rank_, inProcess);
-  return Status::ok();
+}
+
+// Instead of exchange 1 for a child: the parent's ranks said it all, and
+// this process is bound (or not) already.
+void Comm::inheritPlacement(const Comm& parent, const std::vector<int>& parentRanks) {
+  places_.clear();
+  for (int pr : parentRanks) places_.push_back(parent.places_[static_cast<size_t>(pr)]);
+  countKernelRanks();
 }
 
 // Exchange 2: what each rank is once bound.
@@ -403,7 +406,14 @@ Status Comm::exchangeRankInfo(const FabricConfig& fabric, const NodeInfo& node, 
   infos.assign(static_cast<size_t>(nranks_), RankInfo{});
   RankInfo& me = infos[static_cast<size_t>(rank_)];
   memset(&me, 0, sizeof(me));
-  NODUS_TRY(hostIdOfRank(settings_, rank_, me.host, sizeof(me.host)));
+  if (initParent_ != nullptr) {
+    // The host and NUMA node the parent placed this rank on (NODUS_HOSTID
+    // lists names by the parent's ranks).
+    const RankInfo& was = initParent_->infos_[static_cast<size_t>(initParentRanks_[static_cast<size_t>(rank_)])];
+    memcpy(me.host, was.host, sizeof(me.host));
+  } else {
+    NODUS_TRY(hostIdOfRank(settings_, rank_, me.host, sizeof(me.host)));
+  }
   me.pid = getpid();
   me.slots = cfg_.slots;
   me.slotBytes = cfg_.slotBytes;
@@ -411,7 +421,9 @@ Status Comm::exchangeRankInfo(const FabricConfig& fabric, const NodeInfo& node, 
   me.forcedTransport = forced;
   me.usableTransports = usable;
   me.fabricFingerprint = fabric.fingerprint();
-  me.numa = currentNuma(node);
+  me.numa = initParent_ != nullptr
+                ? initParent_->infos_[static_cast<size_t>(initParentRanks_[static_cast<size_t>(rank_)])].numa
+                : currentNuma(node);
   me.cores = machineCpus_;
   me.kernelRanks = kernelRanks_;
   return bootstrap_->allGather(infos.data(), sizeof(RankInfo));
