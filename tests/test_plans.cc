@@ -122,9 +122,9 @@ TEST(StableSends, OnlyRangesNothingWritesAfterTheSendAreMarked) {
   };
   p.steps.insert(p.steps.begin(), step(Op::Recv, {}, {Buf::Recv, 60}, 10));  // phase 1's first step
   p.phaseStarts = {10};
-  markStableSends(p);
+  markReferenceSends(p);
   std::vector<bool> got;
-  for (const Step& st : p.steps) got.push_back(st.sendsStable);
+  for (const Step& st : p.steps) got.push_back(st.mayReference);
   // (index 0 is the inserted Recv into [60,70); step 10 of the list above is index 11)
   EXPECT_EQ(got, (std::vector<bool>{false, false, true, false, false, false, true, false, false, true, false, true}));
 
@@ -133,24 +133,24 @@ TEST(StableSends, OnlyRangesNothingWritesAfterTheSendAreMarked) {
   Plan ag;
   ag.key = PlanKey{Collective::AllGather, 2, 1, 8, 4, 0, true};
   ag.steps = {step(Op::Send, {Buf::Send, 0}, {}, 8), step(Op::Recv, {}, {Buf::Recv, 0}, 8)};
-  markStableSends(ag);
-  EXPECT_TRUE(ag.steps[0].sendsStable) << "rank 1's own block, recv[8,16), is not written by its recv into [0,8)";
+  markReferenceSends(ag);
+  EXPECT_TRUE(ag.steps[0].mayReference) << "rank 1's own block, recv[8,16), is not written by its recv into [0,8)";
   ag.steps[1].dst = {Buf::Recv, 12};
-  markStableSends(ag);
-  EXPECT_FALSE(ag.steps[0].sendsStable) << "recv[12,20) overlaps the block rank 1 sends in place";
+  markReferenceSends(ag);
+  EXPECT_FALSE(ag.steps[0].mayReference) << "recv[12,20) overlaps the block rank 1 sends in place";
   ag.key.inPlace = false;
-  markStableSends(ag);
-  EXPECT_TRUE(ag.steps[0].sendsStable) << "out of place the send buffer is apart";
+  markReferenceSends(ag);
+  EXPECT_TRUE(ag.steps[0].mayReference) << "out of place the send buffer is apart";
 
   // Point-to-point sends are never left by reference (they would wait for
   // their receiver), nor plans past the step limit.
   Plan send;
   send.key = PlanKey{Collective::Send, 2, 0, 8, 4, 1, false};
   send.steps = {step(Op::Send, {Buf::Send, 0}, {}, 8)};
-  markStableSends(send);
-  EXPECT_FALSE(send.steps[0].sendsStable);
-  markStableSends(ag, 1);
-  EXPECT_FALSE(ag.steps[0].sendsStable);
+  markReferenceSends(send);
+  EXPECT_FALSE(send.steps[0].mayReference);
+  markReferenceSends(ag, 1);
+  EXPECT_FALSE(ag.steps[0].mayReference);
 
   // What the tuner builds: a ring AllGather sends every block from where it
   // lies, in place or not.
@@ -161,10 +161,10 @@ TEST(StableSends, OnlyRangesNothingWritesAfterTheSendAreMarked) {
     ctx.sliceBytes = 1024;
     ctx.slots = 8;
     ASSERT_TRUE(findAlgorithm("ring")->build(ring.key, ctx, ring).isOk());
-    markStableSends(ring);
+    markReferenceSends(ring);
     for (const Step& st : ring.steps) {
       if (!opSends(st.op)) continue;
-      EXPECT_TRUE(st.sendsStable) << describe(ring);
+      EXPECT_TRUE(st.mayReference) << describe(ring);
     }
     // ... and lets peer processes read them from there (shm's process_vm_readv).
     EXPECT_TRUE(ring.referencesAcross);
@@ -180,7 +180,7 @@ TEST(StableSends, OnlyRangesNothingWritesAfterTheSendAreMarked) {
     ctx.sliceBytes = 1024;
     ctx.slots = 8;
     ASSERT_TRUE(findAlgorithm(c == Collective::Broadcast ? "chain" : "ring")->build(ring.key, ctx, ring).isOk());
-    markStableSends(ring);
+    markReferenceSends(ring);
     EXPECT_FALSE(ring.referencesAcross) << collectiveName(c);
   }
   for (bool inPlace : {false, true}) {
@@ -193,7 +193,7 @@ TEST(StableSends, OnlyRangesNothingWritesAfterTheSendAreMarked) {
         ctx.sliceBytes = 131072;
         ctx.slots = 8;
         ASSERT_TRUE(findAlgorithm("chain")->build(chain.key, ctx, chain).isOk());
-        markStableSends(chain);
+        markReferenceSends(chain);
         // Decided by size alone, so both ranks cut the call alike.
         EXPECT_EQ(chain.referencesAcross, count <= limit) << count << " rank " << rank << " inPlace " << inPlace;
       }
@@ -204,10 +204,10 @@ TEST(StableSends, OnlyRangesNothingWritesAfterTheSendAreMarked) {
   Plan alone;
   alone.key = PlanKey{Collective::AllGather, 1, 0, 8, 4, 0, true};
   alone.steps = {step(Op::Copy, {Buf::Send, 0}, {Buf::Recv, 0}, 8)};
-  markStableSends(alone);
+  markReferenceSends(alone);
   EXPECT_FALSE(alone.referencesAcross);
   alone.key.inPlace = false;
-  markStableSends(alone);
+  markReferenceSends(alone);
   EXPECT_TRUE(alone.referencesAcross);
 }
 

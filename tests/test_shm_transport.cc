@@ -296,7 +296,7 @@ int SendTwoByReference(Connections& conns, bool expectRefs) {
     std::byte* slot = nullptr;
     for (int i = 0; i < 20000 && !(slot = conns.send[0]->tryAcquire()); ++i) usleep(1000);
     if (!slot) return 5;
-    const bool ref = conns.send[0]->postFrom(v->data(), v->size(), true);
+    const bool ref = conns.send[0]->postReference(v->data(), v->size(), true);
     if (ref != expectRefs) return 6;
     if (!ref) {
       conns.send[0]->fill(slot, v->data(), v->size());
@@ -393,7 +393,7 @@ TEST(CrossRead, AReferenceFromAProcessThatExitedIsAnErrorNotAHang) {
   Pair p;
   const pid_t child = StartPair(&p, true, true, [](Connections& c) {
     static std::vector<std::byte> v = Pattern(kRefBytes, 3);
-    if (!c.send[0]->tryAcquire() || !c.send[0]->postFrom(v.data(), v.size(), true)) return 5;
+    if (!c.send[0]->tryAcquire() || !c.send[0]->postReference(v.data(), v.size(), true)) return 5;
     return 0;  // gone before rank 0 read it
   });
   ASSERT_GT(child, 0);

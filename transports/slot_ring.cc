@@ -27,7 +27,7 @@ namespace nodus {
 
 namespace {
 constexpr size_t kPage = 4096;
-// In RingHeader::sizes: the slot holds the address of the bytes (postFrom).
+// In RingHeader::sizes: the slot holds the address of the bytes (postReference).
 constexpr uint64_t kReference = uint64_t{1} << 63;
 size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -192,7 +192,7 @@ void RingSender::fillReduced(std::byte* slot, const Reduction& r) {
   });
 }
 
-bool RingSender::postFrom(const std::byte* src, size_t bytes, bool acrossProcesses) {
+bool RingSender::postReference(const std::byte* src, size_t bytes, bool acrossProcesses) {
   // Within a process the receiver reads our addresses; across processes only
   // where it can read our memory (crossRead: shm, its process_vm_readv
   // probe at connect). A sender of references waits at the end of the call

@@ -17,7 +17,7 @@
 namespace nodus {
 
 constexpr uint32_t kMaxSlots = 64;
-// The smallest slice a RingSender posts by reference (postFrom): within a
+// The smallest slice a RingSender posts by reference (postReference): within a
 // process (loopback), and across processes where the receiver reads the
 // sender's memory with process_vm_readv (shm, RingHeader::crossRead).
 constexpr size_t kMinReferenceBytes = 8192;
@@ -29,7 +29,7 @@ struct alignas(64) RingHeader {
   alignas(64) uint64_t sizes[kMaxSlots] = {};
   // Written by the receiver once, at connect, before the ranks' barrier:
   // it can read the sender process's memory (process_vm_readv), so the
-  // sender may post slices by reference (RingSender::postFrom) across
+  // sender may post slices by reference (RingSender::postReference) across
   // processes too.
   alignas(64) std::atomic<uint32_t> crossRead{0};
   // Written by the receiver: the errno of a read of the sender's memory that
@@ -101,7 +101,7 @@ class CopyChooser {
 };
 
 // `mem` points at ringBytes() bytes shared by both sides. Where both sides
-// are threads of one process (`sameProcess`, loopback), postFrom() puts the
+// are threads of one process (`sameProcess`, loopback), postReference() puts the
 // address of the bytes in the slot and the receiver reads them from the
 // sender's memory: one copy instead of two, and the sender's memory is read
 // as late as the receiver gets to it (a plan that wrote it again too early
@@ -126,7 +126,7 @@ class RingSender final : public SendConnection {
     logRank_ = rank;
     logPeer_ = peer;
   }
-  bool postFrom(const std::byte* src, size_t bytes, bool acrossProcesses) override;
+  bool postReference(const std::byte* src, size_t bytes, bool acrossProcesses) override;
   bool referencesDone() override;
   uint64_t posted() const { return head_; }  // slots posted so far (the next one's index)
 
@@ -139,7 +139,7 @@ class RingSender final : public SendConnection {
   uint64_t head_ = 0;        // our copy: only we write head
   uint64_t cachedTail_ = 0;  // last tail we read
   bool sameProcess_;
-  uint64_t referenced_ = 0;  // slots up to the last postFrom
+  uint64_t referenced_ = 0;  // slots up to the last postReference
   CopyChooser chooser_;
   CopyChooser reduceChooser_;
   int logRank_ = -1, logPeer_ = -1;

@@ -55,13 +55,13 @@ class SendConnection {
   // (Plan::referencesAcross): the call gains from a receiver in another
   // process reading the bytes from here (shm: process_vm_readv); without it
   // shm fills the slot.
-  virtual bool postFrom(const std::byte* src, size_t bytes, bool acrossProcesses) {
+  virtual bool postReference(const std::byte* src, size_t bytes, bool acrossProcesses) {
     (void)src;
     (void)bytes;
     (void)acrossProcesses;
     return false;
   }
-  // Whether the memory of every postFrom() so far is no longer needed.
+  // Whether the memory of every postReference() so far is no longer needed.
   virtual bool referencesDone() { return true; }
 };
 
@@ -182,7 +182,7 @@ class Transport {
   // sender's process of any size (shm: every probe at connect read the
   // peer's memory), so a plan may send slices larger than a slot by
   // reference (Comm::plan; the communicator agrees on it across ranks).
-  virtual bool readsEveryPeerAcross() const { return false; }
+  virtual bool readsReferencesOfAnySize() const { return false; }
   // The speed of the device this rank's connections to other hosts leave
   // by, in GB/s (10^9 bytes a second), as the device reports it; 0 where the
   // transport has no such device or no peers.

@@ -52,7 +52,7 @@ Status Comm::plan(const PlanKey& key, const Plan** out) {
   }
   Choice choice;
   PlanCapabilities caps;
-  caps.wholeReferences = wholeReferences_;
+  caps.referencesOfAnySize = referencesOfAnySize_;
   auto p = std::make_unique<Plan>();
   NODUS_TRY(makePlan(key, planContext(), cfg_.algoSpec, caps, p.get(), &choice));
   const Algorithm* algo = choice.algo;

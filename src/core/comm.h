@@ -213,9 +213,9 @@ class Comm final : public ExecContext {
   std::vector<int> peerTransport_;  // table index per peer, -1 for this rank
   std::vector<Transport*> callerPolled_;  // of connected_.transports: see callerPolling()
   // Every connection, on every rank, takes references of any size
-  // (Transport::readsEveryPeerAcross): a plan that sends only by reference
+  // (Transport::readsReferencesOfAnySize): a plan that sends only by reference
   // may cut slices larger than a slot.
-  bool wholeReferences_ = false;
+  bool referencesOfAnySize_ = false;
 
   std::mutex planMu_;
   // Never erased while the communicator lives: the plans, and the map's

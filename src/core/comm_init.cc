@@ -467,7 +467,7 @@ Status Comm::checkAgreement(const FabricConfig& fabric, int forced, const std::v
 
 // Exchange 3: what the connections can do, known only once connected.
 // - Whether slices larger than a slot may go by reference (the planner's
-//   PlanCapabilities::wholeReferences): every rank must say so of all its
+//   PlanCapabilities::referencesOfAnySize): every rank must say so of all its
 //   incoming connections, as every rank must cut a call into the same slices.
 // - The speed of the devices the ranks' net transports leave by: where the
 //   fabric's description gives no link bandwidth, the links between hosts
@@ -492,13 +492,13 @@ Status Comm::exchangeConnected() {
   mine.readsAcross = nranks_ > 1 ? 1 : 0;
   for (int r = 0; r < nranks_; ++r) {
     const int t = peerTransport_[static_cast<size_t>(r)];
-    if (r != rank_ && (t < 0 || !connected_.transports[static_cast<size_t>(t)]->readsEveryPeerAcross()))
+    if (r != rank_ && (t < 0 || !connected_.transports[static_cast<size_t>(t)]->readsReferencesOfAnySize()))
       mine.readsAcross = 0;
   }
   for (const auto& t : connected_.transports)
     if (t && t->deviceGBs() > 0) mine.deviceGBs = mine.deviceGBs > 0 ? std::min(mine.deviceGBs, t->deviceGBs()) : t->deviceGBs();
   NODUS_TRY(bootstrap_->allGather(all.data(), sizeof(Connected)));
-  wholeReferences_ = std::all_of(all.begin(), all.end(), [](const Connected& c) { return c.readsAcross != 0; });
+  referencesOfAnySize_ = std::all_of(all.begin(), all.end(), [](const Connected& c) { return c.readsAcross != 0; });
   // Every rank takes this branch alike: whether the fabric gave the
   // bandwidth is part of the fingerprint every rank checked at init.
   if (topo_.fabric.bandwidthGiven || topo_.hosts.size() <= 1) return Status::ok();

@@ -185,7 +185,7 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
       // A slice larger than a slot can only go by reference (the planner
       // cuts such slices only where every send is stable and every
       // connection takes references of any size).
-      if (bytes > sc->slotBytes() && !(st.sendsStable && whole)) {
+      if (bytes > sc->slotBytes() && !(st.mayReference && whole)) {
         *err = makeError(nodusInternalError, "%s (%s): a slice of %zu bytes does not fit a slot of %zu and cannot go by reference",
                          collectiveName(plan.key.coll), plan.algorithm.c_str(), bytes, sc->slotBytes());
         return moved;
@@ -195,7 +195,7 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
     // else copies it into the acquired slot.
     bool referenced = false;
     auto sendOut = [&](const std::byte* from) {
-      if (st.sendsStable && sc->postFrom(from, bytes, plan.referencesAcross)) {
+      if (st.mayReference && sc->postReference(from, bytes, plan.referencesAcross)) {
         referenced = true;
         if (std::find(t.referencing.begin(), t.referencing.end(), sc) == t.referencing.end()) t.referencing.push_back(sc);
         return true;
@@ -239,7 +239,7 @@ bool advance(std::span<Task> tasks, size_t i, const Gate* gate, Status* err) {
       case Op::RecvCopySend: {
         std::byte* dst = resolve(t, st.dst, off, ts);
         if (!placed) memcpy(dst, in, bytes);
-        if (st.sendsStable) {
+        if (st.mayReference) {
           if (!sendOut(dst)) return moved;
         } else {
           sc->fill(out, placed ? dst : in, bytes);
@@ -418,7 +418,7 @@ Status runTasks(std::span<Task> tasks) {
           // be alive (shm: a dead one never reads them).
           if (t.referencing.empty()) continue;
           for (const Step& st : t.plan->steps) {
-            if (!opSends(st.op) || !st.sendsStable) continue;
+            if (!opSends(st.op) || !st.mayReference) continue;
             SendConnection* c = t.comm->sendTo(st.sendPeer);
             if (std::find(t.referencing.begin(), t.referencing.end(), c) == t.referencing.end()) continue;
             Status s = t.comm->checkPeer(st.sendPeer);

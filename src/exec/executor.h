@@ -50,7 +50,7 @@ struct Task {
   std::shared_ptr<Request> request;  // may be null (blocking call)
   PlanCursor at;  // progress
   // Connections that send from this task's buffers (SendConnection::
-  // postFrom): the task is finished once they all let go of them.
+  // postReference): the task is finished once they all let go of them.
   std::vector<SendConnection*> referencing;
   // A connection that may be receiving into this task's buffers now
   // (RecvConnection::tryPeekTo): withdrawn if the task fails.

@@ -150,9 +150,9 @@ bool writes(Op op) { return op != Op::Send && op != Op::RecvReduceSend; }
 
 }  // namespace
 
-void markStableSends(Plan& plan, size_t maxSteps) {
+void markReferenceSends(Plan& plan, size_t maxSteps) {
   const size_t n = plan.steps.size();
-  for (Step& s : plan.steps) s.sendsStable = false;
+  for (Step& s : plan.steps) s.mayReference = false;
   plan.referencesAcross = false;
   // A point-to-point send must not wait for its receiver (a send left to
   // the transport by reference is not done until the transport let go).
@@ -181,7 +181,7 @@ void markStableSends(Plan& plan, size_t maxSteps) {
       // ring's Copy of its own block, then its Send).
       stable = j < i && phaseOf[j] == phaseOf[i] && d.begin == out.begin;
     }
-    s.sendsStable = stable;
+    s.mayReference = stable;
   }
   bool receives = false, copies = false;
   for (const Step& s : plan.steps) {

@@ -78,10 +78,10 @@ struct Step {
   // give every rank the same zero sign and NaN.
   bool receivedLast = false;
   // What this step sends (src for Send, dst for Recv[Reduce]CopySend) is not
-  // written again by the plan once the step has run (markStableSends): a
+  // written again by the plan once the step has run (markReferenceSends): a
   // transport may send it from there rather than from a copy in a slot
-  // (SendConnection::postFrom).
-  bool sendsStable = false;
+  // (SendConnection::postReference).
+  bool mayReference = false;
 };
 
 // The signature a plan depends on (and is cached by).
@@ -118,9 +118,9 @@ struct Plan {
   // a step never holds more than this many of a connection's slots.
   uint32_t roundSlices = 1;
   uint64_t maxSlices = 0;  // over all steps
-  // This rank's stable sends may go by reference to a peer process too
-  // (SendConnection::postFrom; shm: the peer reads them with
-  // process_vm_readv). Set by markStableSends where that was measured to
+  // This rank's sends that may go by reference (Step::mayReference) may go to a peer process too
+  // (SendConnection::postReference; shm: the peer reads them with
+  // process_vm_readv). Set by markReferenceSends where that was measured to
   // pay (docs/architecture.md): an AllGather's, where every receive lands
   // unchanged (the reader puts it straight where it goes) and every rank
   // both sends and receives, so one process_vm_readv a byte replaces a
@@ -140,7 +140,7 @@ struct Plan {
 constexpr uint64_t kMaxReferenceSliceBytes = 4 << 20;
 
 // The largest Broadcast on 2 ranks that goes by reference
-// (markStableSends): above it the pipeline through the slots, a copy on
+// (markReferenceSends): above it the pipeline through the slots, a copy on
 // each core, is faster than one process_vm_readv on the receiver's core.
 // By size only: every rank must take the same decision.
 constexpr uint64_t kMaxBroadcastReferenceBytes = 1 << 20;
@@ -183,12 +183,12 @@ uint64_t recvElems(const PlanKey& k);
 
 std::string describe(const Plan& plan);  // one step a line, for debugging
 
-// Sets Step::sendsStable: a sending step's range overlaps no range that a
+// Sets Step::mayReference: a sending step's range overlaps no range that a
 // later step of its phase (slice-major: it writes each slice after this one
 // sent it), a step of a later phase, or an earlier step of its phase not
 // starting at the same element (its later slices run after) writes, with
 // Send and Recv aliased as an in-place call aliases them. Plans of more than
 // `maxSteps` steps are left unmarked (quadratic).
-void markStableSends(Plan& plan, size_t maxSteps = 4096);
+void markReferenceSends(Plan& plan, size_t maxSteps = 4096);
 
 }  // namespace nodus

@@ -12,7 +12,7 @@ void countSlices(Plan& p) {
 
 // Which sends go by reference, and in what slices (the last stage of makePlan).
 void finalizeReferences(const PlanKey& key, const PlanContext& ctx, const PlanCapabilities& caps, Plan& p) {
-  markStableSends(p);
+  markReferenceSends(p);
   const bool oversubscribed = ctx.topo != nullptr && ctx.topo->oversubscribed;
   if (p.referencesAcross && oversubscribed) {
     // Ranks that share cores: a sender by reference waits for its reader,
@@ -21,10 +21,10 @@ void finalizeReferences(const PlanKey& key, const PlanContext& ctx, const PlanCa
     // through the slots, 31 by reference; 256 KiB: even).
     uint64_t largest = 0;
     for (const Step& s : p.steps)
-      if (opSends(s.op) && s.sendsStable) largest = std::max(largest, std::min(s.count, p.sliceElems) * key.typeSize);
+      if (opSends(s.op) && s.mayReference) largest = std::max(largest, std::min(s.count, p.sliceElems) * key.typeSize);
     p.referencesAcross = largest >= (64u << 10);
   }
-  if (p.referencesAcross && caps.wholeReferences && !key.listRecv && !ctx.sliceForced) {
+  if (p.referencesAcross && caps.referencesOfAnySize && !key.listRecv && !ctx.sliceForced) {
     // Every connection reads references from its sender's memory and this
     // plan sends only by reference (every send stable), so a slice need
     // not fit a slot: fewer, larger process_vm_readv calls. 2 processes,
@@ -34,7 +34,7 @@ void finalizeReferences(const PlanKey& key, const PlanContext& ctx, const PlanCa
     bool allStable = true;
     uint64_t longest = 0;
     for (const Step& s : p.steps) {
-      if (opSends(s.op)) allStable &= s.sendsStable;
+      if (opSends(s.op)) allStable &= s.mayReference;
       longest = std::max(longest, s.count);
     }
     const uint64_t cap = std::max<uint64_t>(1, kMaxReferenceSliceBytes / key.typeSize);

@@ -21,9 +21,9 @@ namespace nodus {
 // connected (tools and the simulator say what they model: nothing extra).
 struct PlanCapabilities {
   // Every connection on every rank reads references of any size from its
-  // sender's memory (Transport::readsEveryPeerAcross, agreed at init): a plan
+  // sender's memory (Transport::readsReferencesOfAnySize, agreed at init): a plan
   // that sends only by reference may cut slices larger than a slot.
-  bool wholeReferences = false;
+  bool referencesOfAnySize = false;
 };
 
 // The plan for `key` within `ctx` (settings and topology) under `rules`.

@@ -52,7 +52,7 @@ class LoopbackTransport final : public Transport {
     out.peerDoorbells.assign(req.nranks, nullptr);
     for (int peer : req.peers) {
       auto other = all[peer]->shared_from_this();
-      // Threads of one process: slots may carry addresses (postFrom).
+      // Threads of one process: slots may carry addresses (postReference).
       out.send[peer] = std::make_unique<RingSender>(other->ring(req.rank), req.slots, req.slotBytes, &other->bell, true);
       out.recv[peer] = std::make_unique<RingReceiver>(me->ring(peer), req.slots, req.slotBytes, &other->bell, true);
       out.peerDoorbells[peer] = &other->bell;

@@ -70,7 +70,7 @@ struct NetPeer {
 
   // Nets that take any memory (Net::anyMemory) move the collective's own
   // buffers, per slot of the rings:
-  // - sendFrom: where a posted slot's bytes really are (NetSender::postFrom;
+  // - sendFrom: where a posted slot's bytes really are (NetSender::postReference;
   //   null: in the slot), written by the executor before it posts;
   // - recvTo / recvToBytes: where the executor asked the slot's message to
   //   land (NetReceiver::tryPeekTo), under progressMu;
@@ -109,14 +109,14 @@ class NetSender final : public SendConnection {
   std::byte* tryAcquire() override;
   void post(size_t bytes) override;
   size_t slotBytes() const override { return ring_.slotBytes(); }
-  bool postFrom(const std::byte* src, size_t bytes, bool acrossProcesses) override;
+  bool postReference(const std::byte* src, size_t bytes, bool acrossProcesses) override;
   bool referencesDone() override;
 
  private:
   NetTransport* t_;
   NetPeer* p_;
   RingSender ring_;
-  uint64_t referenced_ = 0;  // slots up to the last postFrom (the ring's tail must pass it)
+  uint64_t referenced_ = 0;  // slots up to the last postReference (the ring's tail must pass it)
 };
 
 class NetReceiver final : public RecvConnection {
@@ -382,7 +382,7 @@ class NetTransport final : public Transport {
       if (p->send) net_->shutdown(*p->send);
       if (p->recv) net_->shutdown(*p->recv);
       // Nothing moves for this peer after this: a send may have been
-      // reading the failed collective's buffers (NetSender::postFrom).
+      // reading the failed collective's buffers (NetSender::postReference).
       std::lock_guard<std::mutex> lock(p->progressMu);
       p->broken = true;
     }
@@ -567,7 +567,7 @@ void NetSender::post(size_t bytes) {
   if (!t_->helpWithoutReading(*p_)) t_->wakeProxy();
 }
 
-bool NetSender::postFrom(const std::byte* src, size_t bytes, bool /*acrossProcesses: the proxy is ours*/) {
+bool NetSender::postReference(const std::byte* src, size_t bytes, bool /*acrossProcesses: the proxy is ours*/) {
   if (!t_->anyMemory()) return false;
   p_->sendFrom[ring_.posted() % p_->sendFrom.size()] = src;  // published by the post's release of head
   ring_.post(bytes);

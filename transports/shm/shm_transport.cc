@@ -154,7 +154,7 @@ class ShmTransport final : public Transport {
     return synced;
   }
 
-  bool readsEveryPeerAcross() const override { return readsAll_; }
+  bool readsReferencesOfAnySize() const override { return readsAll_; }
 
   Status checkPeer(int peer) override {
     if (inbound_[peer] != nullptr) {
