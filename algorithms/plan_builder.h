@@ -72,9 +72,7 @@ class PlanBuilder {
 inline void buildSelf(const PlanKey& k, Plan& plan) {
   PlanBuilder b(plan);
   if (k.coll == Collective::Send || k.coll == Collective::Recv) return;
-  const bool reduces = k.coll == Collective::AllReduce || k.coll == Collective::ReduceScatter ||
-                       k.coll == Collective::Reduce;
-  b.copy({Buf::Send, 0}, {Buf::Recv, 0}, k.count, reduces);
+  b.copy({Buf::Send, 0}, {Buf::Recv, 0}, k.count, collectiveReduces(k.coll));
 }
 
 }  // namespace nodus

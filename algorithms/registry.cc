@@ -3,11 +3,13 @@
 #include <string>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/bruck.h"
 #include "algorithms/chain.h"
 #include "algorithms/direct.h"
 #include "algorithms/halving_doubling.h"
 #include "algorithms/hierarchical.h"
 #include "algorithms/p2p.h"
+#include "algorithms/pairwise.h"
 #include "algorithms/ring.h"
 #include "algorithms/torus.h"
 #include "algorithms/tree.h"
@@ -23,6 +25,8 @@ const Algorithm* const kRegistry[] = {
     &kHalvingDoublingAlgorithm,
     &kTorusAlgorithm,
     &kHierarchicalAlgorithm,
+    &kPairwiseAlgorithm,
+    &kBruckAlgorithm,
 };
 }  // namespace
 

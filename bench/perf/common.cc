@@ -79,6 +79,9 @@ const char* collName(Coll c) {
     case Coll::ReduceScatter: return "reducescatter";
     case Coll::Broadcast: return "broadcast";
     case Coll::Reduce: return "reduce";
+    case Coll::AllToAll: return "alltoall";
+    case Coll::Gather: return "gather";
+    case Coll::Scatter: return "scatter";
   }
   return "?";
 }
@@ -86,16 +89,24 @@ const char* collName(Coll c) {
 bool collHasOp(Coll c) {
   return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::Reduce;
 }
-bool collHasRoot(Coll c) { return c == Coll::Broadcast || c == Coll::Reduce; }
+bool collHasRoot(Coll c) {
+  return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter;
+}
 // The per-rank count is the size divided among the ranks.
-bool collSplitsSize(Coll c) { return c == Coll::AllGather || c == Coll::ReduceScatter; }
+bool collSplitsSize(Coll c) {
+  return c == Coll::AllGather || c == Coll::ReduceScatter || c == Coll::AllToAll || c == Coll::Gather ||
+         c == Coll::Scatter;
+}
 
 double busFactor(Coll c, int nranks) {
   const double p = nranks;
   switch (c) {
     case Coll::AllReduce: return 2.0 * (p - 1) / p;
     case Coll::AllGather:
-    case Coll::ReduceScatter: return (p - 1) / p;
+    case Coll::ReduceScatter:
+    case Coll::AllToAll:
+    case Coll::Gather:
+    case Coll::Scatter: return (p - 1) / p;
     case Coll::Broadcast:
     case Coll::Reduce: return 1.0;
   }
@@ -109,6 +120,9 @@ nodusCollective_t collEnum(Coll c) {
     case Coll::ReduceScatter: return nodusCollReduceScatter;
     case Coll::Broadcast: return nodusCollBroadcast;
     case Coll::Reduce: return nodusCollReduce;
+    case Coll::AllToAll: return nodusCollAllToAll;
+    case Coll::Gather: return nodusCollGather;
+    case Coll::Scatter: return nodusCollScatter;
   }
   return nodusCollAllReduce;
 }

@@ -58,9 +58,9 @@ long launcherRank();
 
 // ---- Collectives, types and operations -----------------------------------------
 
-enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
-inline constexpr Coll kAllColls[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter,
-                                     Coll::Broadcast, Coll::Reduce};
+enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, Gather, Scatter };
+inline constexpr Coll kAllColls[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast,
+                                     Coll::Reduce,    Coll::AllToAll,  Coll::Gather,        Coll::Scatter};
 
 const char* collName(Coll c);
 bool collHasOp(Coll c);

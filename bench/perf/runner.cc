@@ -200,6 +200,17 @@ void Runner::nodusBuffers(Coll c, size_t rankCount, size_t elemSize, bool inPlac
       *send = r;
       *recv = r + mine;
       break;
+    case Coll::AllToAll: *send = r; break;
+    // In place on the root only (nodus.h): elsewhere there is one buffer anyway.
+    case Coll::Gather:
+      if (rank_ == opt_.root) *send = r + mine;
+      break;
+    case Coll::Scatter:
+      if (rank_ == opt_.root) {
+        *send = r;
+        *recv = r + mine;
+      }
+      break;
   }
 }
 
@@ -212,6 +223,9 @@ void Runner::callNodus(Coll c, const void* send, void* recv, size_t count, nodus
     case Coll::ReduceScatter: res = nodusReduceScatter(send, recv, count, type, op, comm_); break;
     case Coll::Broadcast: res = nodusBroadcast(send, recv, count, type, opt_.root, comm_); break;
     case Coll::Reduce: res = nodusReduce(send, recv, count, type, op, opt_.root, comm_); break;
+    case Coll::AllToAll: res = nodusAllToAll(send, recv, count, type, comm_); break;
+    case Coll::Gather: res = nodusGather(send, recv, count, type, opt_.root, comm_); break;
+    case Coll::Scatter: res = nodusScatter(send, recv, count, type, opt_.root, comm_); break;
   }
   checkNodus(res, collName(c), comm_, rank_);
 }
@@ -294,6 +308,18 @@ void Runner::callMpi(Coll c, bool inPlace, size_t rankCount, size_t elemSize, MP
       else
         rc = MPI_Reduce(s, r, n, dt, op, root, MPI_COMM_WORLD);
       break;
+    case Coll::AllToAll:
+      rc = inPlace ? MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, n, dt, MPI_COMM_WORLD)
+                   : MPI_Alltoall(s, n, dt, r, n, dt, MPI_COMM_WORLD);
+      break;
+    case Coll::Gather:
+      rc = inPlace && isRoot ? MPI_Gather(MPI_IN_PLACE, n, dt, r, n, dt, root, MPI_COMM_WORLD)
+                             : MPI_Gather(s, n, dt, r, n, dt, root, MPI_COMM_WORLD);
+      break;
+    case Coll::Scatter:
+      rc = inPlace && isRoot ? MPI_Scatter(r, n, dt, MPI_IN_PLACE, n, dt, root, MPI_COMM_WORLD)
+                             : MPI_Scatter(s, n, dt, r, n, dt, root, MPI_COMM_WORLD);
+      break;
   }
   if (rc != MPI_SUCCESS) fatal(rank_, "MPI baseline %s failed (MPI error %d)", collName(c), rc);
 }
@@ -348,6 +374,33 @@ uint64_t Runner::check(Coll c, const TypeInfo& ti, nodusRedOp_t op, size_t rankC
         run();
         if (rank_ != root) return 0;
         return countWrong<T>(rb, rankCount, avg, nranks_, reducedAt(0));
+      case Coll::AllToAll:
+        // Block j of rank i's input (elements j*count...) goes to rank j.
+        std::memset(rb, 0xA5, p * rankCount * es);
+        fillInputs<T>(inPlace ? rb : sb, p * rankCount, rank_, in);
+        run();
+        return countWrong<T>(rb, p * rankCount, false, nranks_, [&](size_t k) {
+          return in.value(static_cast<int>(k / rankCount), static_cast<size_t>(rank_) * rankCount + k % rankCount);
+        });
+      case Coll::Gather: {
+        const bool here = inPlace && rank_ == root;
+        if (rank_ == root) std::memset(rb, 0xA5, p * rankCount * es);
+        fillInputs<T>(here ? rb + mine : sb, rankCount, rank_, in);
+        run();
+        if (rank_ != root) return 0;
+        return countWrong<T>(rb, p * rankCount, false, nranks_, [&](size_t k) {
+          return in.value(static_cast<int>(k / rankCount), k % rankCount);
+        });
+      }
+      case Coll::Scatter: {
+        const bool here = inPlace && rank_ == root;
+        std::memset(here ? rb + mine : rb, 0xA5, rankCount * es);
+        if (rank_ == root) fillInputs<T>(here ? rb : sb, p * rankCount, root, in);
+        run();
+        return countWrong<T>(here ? rb + mine : rb, rankCount, false, nranks_, [&](size_t k) {
+          return in.value(root, static_cast<size_t>(rank_) * rankCount + k);
+        });
+      }
     }
     return 0;
   });

@@ -233,6 +233,54 @@ nodusResult_t nodusReduce(const void* sendbuf, void* recvbuf, size_t count,
                           nodusDataType_t datatype, nodusRedOp_t op, int root, nodusComm_t comm);
 nodusResult_t nodusBarrier(nodusComm_t comm);
 
+/* ---- AllToAll, Gather, Scatter and the V-collectives ---------------------- *
+ * Counts and displacements are in elements of `datatype`; count arrays hold
+ * nranks entries. A block of zero elements still goes to its peer as an empty
+ * message, so a rank that expected data from it fails with nodusInvalidUsage
+ * (ranks called different collectives or counts) instead of waiting. */
+
+/* Every rank sends `count` elements to every rank, itself included: block j
+ * of sendbuf (elements [j*count, (j+1)*count)) goes to rank j, and block i of
+ * recvbuf comes from rank i. Both buffers hold nranks * count elements. In
+ * place when sendbuf == recvbuf (MPI_IN_PLACE's Alltoall). */
+nodusResult_t nodusAllToAll(const void* sendbuf, void* recvbuf, size_t count,
+                            nodusDataType_t datatype, nodusComm_t comm);
+/* sendcounts[j] elements at sendbuf + sdispls[j] go to rank j; the
+ * recvcounts[i] elements from rank i land at recvbuf + rdispls[i].
+ * sendcounts[j] on rank i must equal recvcounts[i] on rank j; receive blocks
+ * must not overlap (send blocks may). In place when sendbuf == recvbuf: the
+ * block for rank j goes out from where rank j's block lands (recvcounts[j] at
+ * rdispls[j]), as MPI_IN_PLACE's Alltoallv: sendcounts and sdispls are then
+ * ignored and may be NULL, and the counts between every two ranks must be
+ * the same both ways. */
+nodusResult_t nodusAllToAllV(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                             void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                             nodusDataType_t datatype, nodusComm_t comm);
+/* Rank i's `count` elements land at recvbuf + i*count on the root. recvbuf
+ * (nranks * count elements) is written on the root only and may be NULL
+ * elsewhere. In place on the root when sendbuf == recvbuf + root*count. */
+nodusResult_t nodusGather(const void* sendbuf, void* recvbuf, size_t count,
+                          nodusDataType_t datatype, int root, nodusComm_t comm);
+/* Block i of the root's sendbuf (nranks * count elements, read on the root
+ * only, may be NULL elsewhere) lands in rank i's recvbuf (count elements). In
+ * place on the root when recvbuf == sendbuf + root*count. */
+nodusResult_t nodusScatter(const void* sendbuf, void* recvbuf, size_t count,
+                           nodusDataType_t datatype, int root, nodusComm_t comm);
+/* Rank i's sendcount elements land at recvbuf + displs[i] on every rank.
+ * recvcounts and displs are the same on every rank, and recvcounts[i] is rank
+ * i's sendcount; receive blocks must not overlap. In place when
+ * sendbuf == recvbuf + displs[rank]. */
+nodusResult_t nodusAllGatherV(const void* sendbuf, size_t sendcount, void* recvbuf,
+                              const size_t* recvcounts, const size_t* displs,
+                              nodusDataType_t datatype, nodusComm_t comm);
+/* sendbuf holds the sum of recvcounts elements: block i (recvcounts[i]
+ * elements, after those of the ranks before i) reduced over all ranks lands
+ * in rank i's recvbuf. recvcounts is the same on every rank (MPI's
+ * Reduce_scatter). In place when recvbuf == sendbuf + (recvcounts[0] + ... +
+ * recvcounts[rank-1]). */
+nodusResult_t nodusReduceScatterV(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                                  nodusDataType_t datatype, nodusRedOp_t op, nodusComm_t comm);
+
 /* Point-to-point. A Send must be matched by a Recv of the same count and type
  * on `peer`; pairs between two ranks match in issue order. Inside a group,
  * sends and receives progress together, so exchanges never deadlock. */
@@ -262,6 +310,23 @@ nodusResult_t nodusIreduce(const void* sendbuf, void* recvbuf, size_t count,
                            nodusDataType_t datatype, nodusRedOp_t op, int root, nodusComm_t comm,
                            nodusRequest_t* request);
 nodusResult_t nodusIbarrier(nodusComm_t comm, nodusRequest_t* request);
+nodusResult_t nodusIallToAll(const void* sendbuf, void* recvbuf, size_t count,
+                             nodusDataType_t datatype, nodusComm_t comm, nodusRequest_t* request);
+nodusResult_t nodusIallToAllV(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                              void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                              nodusDataType_t datatype, nodusComm_t comm, nodusRequest_t* request);
+nodusResult_t nodusIgather(const void* sendbuf, void* recvbuf, size_t count,
+                           nodusDataType_t datatype, int root, nodusComm_t comm,
+                           nodusRequest_t* request);
+nodusResult_t nodusIscatter(const void* sendbuf, void* recvbuf, size_t count,
+                            nodusDataType_t datatype, int root, nodusComm_t comm,
+                            nodusRequest_t* request);
+nodusResult_t nodusIallGatherV(const void* sendbuf, size_t sendcount, void* recvbuf,
+                               const size_t* recvcounts, const size_t* displs,
+                               nodusDataType_t datatype, nodusComm_t comm, nodusRequest_t* request);
+nodusResult_t nodusIreduceScatterV(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                                   nodusDataType_t datatype, nodusRedOp_t op, nodusComm_t comm,
+                                   nodusRequest_t* request);
 nodusResult_t nodusIsend(const void* sendbuf, size_t count, nodusDataType_t datatype, int peer,
                          nodusComm_t comm, nodusRequest_t* request);
 nodusResult_t nodusIrecv(void* recvbuf, size_t count, nodusDataType_t datatype, int peer,
@@ -297,7 +362,10 @@ typedef enum {
   nodusCollReduceScatter = 2,
   nodusCollBroadcast = 3,
   nodusCollReduce = 4,
-  nodusNumColls = 5,
+  nodusCollAllToAll = 5,
+  nodusCollGather = 6,
+  nodusCollScatter = 7,
+  nodusNumColls = 8,
   nodusCollectiveEnumMin_ = -0x7fffffff - 1, /* not collectives: see nodusResultEnumMin_ */
   nodusCollectiveEnumMax_ = 0x7fffffff
 } nodusCollective_t;

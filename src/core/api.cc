@@ -80,6 +80,11 @@ struct Call {
   int root;  // or peer
   void* const* recvList = nullptr;  // AllGather into separate buffers (nodusAllGatherList)
   bool isList = false;
+  // The V-collectives' arrays (nranks entries each, or null).
+  const size_t* sendCounts = nullptr;
+  const size_t* sendDispls = nullptr;
+  const size_t* recvCounts = nullptr;
+  const size_t* recvDispls = nullptr;
 };
 
 bool overlaps(const std::byte* a, size_t an, const std::byte* b, size_t bn) {
@@ -115,8 +120,125 @@ Status checkRecvList(const Call& c, int p, int me, size_t ts, const std::byte* s
   return Status::ok();
 }
 
+// The block collectives' checks and key: counts and displacements, root,
+// buffers, in place (nodus.h's rules).
+Status prepareBlocks(Comm& impl, const Call& c, Task* task) {
+  const char* name = collectiveName(c.coll);
+  const int p = impl.nranks(), me = impl.rank();
+  const size_t ts = typeSize(c.type);
+  const uint64_t limit = (static_cast<uint64_t>(1) << 62) / ts;  // elements a buffer may span
+  if ((c.coll == Collective::Gather || c.coll == Collective::Scatter) && (c.root < 0 || c.root >= p))
+    return makeError(nodusInvalidArgument, "%s: root %d is out of range [0, %d)", name, c.root, p);
+  PlanKey key{c.coll, p, me, c.count, static_cast<uint32_t>(ts), c.root, false};
+  if (!isVCollective(c.coll)) key.root = c.coll == Collective::AllToAll ? 0 : c.root;
+  if (!isVCollective(c.coll) && c.count > limit / static_cast<uint64_t>(p))
+    return makeError(nodusInvalidArgument, "%s: count %zu x %zu bytes x %d ranks overflows", name, c.count, ts, p);
+  const auto* s = static_cast<const std::byte*>(c.send);
+  auto* r = static_cast<std::byte*>(c.recv);
+  const bool vInPlace = c.coll == Collective::AllToAllV && s != nullptr && s == r;
+  // The arrays: present, and every block within the limit.
+  auto take = [&](const size_t* a, const char* what) -> Status {
+    if (a == nullptr) return makeError(nodusInvalidArgument, "%s: %s is NULL", name, what);
+    for (int j = 0; j < p; ++j) {
+      if (a[j] > limit) return makeError(nodusInvalidArgument, "%s: %s[%d] = %zu overflows", name, what, j, a[j]);
+      key.blocks.push_back(a[j]);
+    }
+    return Status::ok();
+  };
+  switch (c.coll) {
+    case Collective::AllToAllV:
+      if (vInPlace) {
+        NODUS_TRY(take(c.recvCounts, "recvcounts"));
+        NODUS_TRY(take(c.recvDispls, "rdispls"));
+      } else {
+        NODUS_TRY(take(c.sendCounts, "sendcounts"));
+        NODUS_TRY(take(c.sendDispls, "sdispls"));
+      }
+      NODUS_TRY(take(c.recvCounts, "recvcounts"));
+      NODUS_TRY(take(c.recvDispls, "rdispls"));
+      break;
+    case Collective::AllGatherV:
+      NODUS_TRY(take(c.recvCounts, "recvcounts"));
+      NODUS_TRY(take(c.recvDispls, "displs"));
+      if (c.recvCounts[me] != c.count)
+        return makeError(nodusInvalidArgument, "%s: sendcount %zu differs from recvcounts[%d] = %zu", name, c.count, me,
+                         c.recvCounts[me]);
+      break;
+    case Collective::ReduceScatterV: {
+      NODUS_TRY(take(c.recvCounts, "recvcounts"));
+      uint64_t sum = 0;
+      for (int j = 0; j < p; ++j) sum += c.recvCounts[j];
+      if (sum > limit) return makeError(nodusInvalidArgument, "%s: the sum of recvcounts overflows", name);
+      key.count = c.recvCounts[me];
+      break;
+    }
+    default: break;
+  }
+  if (c.coll == Collective::AllToAllV) {
+    key.count = 0;  // PlanKey::blocks
+    for (int j = 0; j < p; ++j) {
+      const PeerBlock out = blockTo(key, j), in = blockFrom(key, j);
+      if (out.offset + out.count > limit || in.offset + in.count > limit)
+        return makeError(nodusInvalidArgument, "%s: the block %s rank %d ends past 2^62 bytes (displacement + count overflows)",
+                         name, out.offset + out.count > limit ? "for" : "from", j);
+    }
+    if (blockTo(key, me).count != blockFrom(key, me).count)
+      return makeError(nodusInvalidArgument, "%s: sendcounts[%d] = %llu differs from recvcounts[%d] = %llu (what a rank sends itself it receives)",
+                       name, me, static_cast<unsigned long long>(blockTo(key, me).count), me,
+                       static_cast<unsigned long long>(blockFrom(key, me).count));
+  }
+  if (c.coll == Collective::AllGatherV)
+    for (int j = 0; j < p; ++j)
+      if (c.recvDispls[j] + c.recvCounts[j] > limit)
+        return makeError(nodusInvalidArgument, "%s: displs[%d] + recvcounts[%d] overflows", name, j, j);
+  // Receive blocks must not overlap (two peers' data in one place).
+  std::vector<std::pair<uint64_t, int>> starts;
+  for (int j = 0; j < p; ++j) {
+    const PeerBlock in = blockFrom(key, j);
+    if (in.exists && in.count > 0 && (c.coll != Collective::ReduceScatterV || j == me)) starts.emplace_back(in.offset, j);
+  }
+  std::sort(starts.begin(), starts.end());
+  for (size_t i = 1; i < starts.size(); ++i) {
+    const PeerBlock prev = blockFrom(key, starts[i - 1].second);
+    if (prev.offset + prev.count > starts[i].first)
+      return makeError(nodusInvalidArgument, "%s: the receive blocks from ranks %d and %d overlap", name,
+                       starts[i - 1].second, starts[i].second);
+  }
+  const uint64_t sendN = sendElems(key), recvN = recvElems(key);
+  if (sendN > 0 && s == nullptr) return makeError(nodusInvalidArgument, "%s: the send buffer is NULL", name);
+  if (recvN > 0 && r == nullptr) return makeError(nodusInvalidArgument, "%s: the receive buffer is NULL", name);
+  if (sendN > 0 && recvN > 0) {
+    const int64_t shift = inPlaceShift(key);
+    if (s == r + shift * static_cast<int64_t>(ts)) key.inPlace = true;
+    else if (overlaps(s, sendN * ts, r, recvN * ts))
+      return makeError(nodusInvalidArgument, "%s: the send and receive buffers overlap but are not in place as nodus.h defines it",
+                       name);
+  } else if (vInPlace) {
+    key.inPlace = true;
+  }
+  if (isVCollective(c.coll)) {
+    NODUS_TRY(impl.plan(key, &task->planHold));
+    task->plan = task->planHold.get();
+  } else {
+    NODUS_TRY(impl.plan(key, &task->plan));
+  }
+  task->comm = &impl;
+  task->send = s;
+  task->recv = r;
+  task->type = c.type;
+  task->op = c.coll == Collective::ReduceScatterV ? c.op : nodusSum;
+  return Status::ok();
+}
+
 Status prepare(nodusComm_t comm, const Call& c, Task* task) {
   NODUS_TRY(checkComm(comm));
+  if (isBlockCollective(c.coll)) {
+    if (!validType(c.type))
+      return makeError(nodusInvalidArgument, "%s: unknown data type %d", collectiveName(c.coll), static_cast<int>(c.type));
+    if (c.coll == Collective::ReduceScatterV && !validOp(c.op))
+      return makeError(nodusInvalidArgument, "%s: unknown reduction op %d", collectiveName(c.coll), static_cast<int>(c.op));
+    return prepareBlocks(*comm->impl, c, task);
+  }
   Comm& impl = *comm->impl;
   const char* name = collectiveName(c.coll);
   if (!validType(c.type)) return makeError(nodusInvalidArgument, "%s: unknown data type %d", name, static_cast<int>(c.type));
@@ -464,6 +586,31 @@ NODUS_DEFINE_PAIR(nodusRecv, nodusIrecv,
                   (void* recvbuf, size_t count, nodusDataType_t datatype, int peer, nodusComm_t comm),
                   Collective::Recv, nullptr, recvbuf, count, datatype, nodusSum, peer)
 
+NODUS_DEFINE_PAIR(nodusAllToAll, nodusIallToAll,
+                  (const void* sendbuf, void* recvbuf, size_t count, nodusDataType_t datatype, nodusComm_t comm),
+                  Collective::AllToAll, sendbuf, recvbuf, count, datatype, nodusSum, 0)
+NODUS_DEFINE_PAIR(nodusAllToAllV, nodusIallToAllV,
+                  (const void* sendbuf, const size_t* sendcounts, const size_t* sdispls, void* recvbuf,
+                   const size_t* recvcounts, const size_t* rdispls, nodusDataType_t datatype, nodusComm_t comm),
+                  Collective::AllToAllV, sendbuf, recvbuf, 0, datatype, nodusSum, 0, nullptr, false, sendcounts,
+                  sdispls, recvcounts, rdispls)
+NODUS_DEFINE_PAIR(nodusGather, nodusIgather,
+                  (const void* sendbuf, void* recvbuf, size_t count, nodusDataType_t datatype, int root, nodusComm_t comm),
+                  Collective::Gather, sendbuf, recvbuf, count, datatype, nodusSum, root)
+NODUS_DEFINE_PAIR(nodusScatter, nodusIscatter,
+                  (const void* sendbuf, void* recvbuf, size_t count, nodusDataType_t datatype, int root, nodusComm_t comm),
+                  Collective::Scatter, sendbuf, recvbuf, count, datatype, nodusSum, root)
+NODUS_DEFINE_PAIR(nodusAllGatherV, nodusIallGatherV,
+                  (const void* sendbuf, size_t sendcount, void* recvbuf, const size_t* recvcounts, const size_t* displs,
+                   nodusDataType_t datatype, nodusComm_t comm),
+                  Collective::AllGatherV, sendbuf, recvbuf, sendcount, datatype, nodusSum, 0, nullptr, false, nullptr,
+                  nullptr, recvcounts, displs)
+NODUS_DEFINE_PAIR(nodusReduceScatterV, nodusIreduceScatterV,
+                  (const void* sendbuf, void* recvbuf, const size_t* recvcounts, nodusDataType_t datatype, nodusRedOp_t op,
+                   nodusComm_t comm),
+                  Collective::ReduceScatterV, sendbuf, recvbuf, 0, datatype, op, 0, nullptr, false, nullptr, nullptr,
+                  recvcounts, nullptr)
+
 static Call barrierCall(nodusComm_t comm) {
   std::byte* b = (comm && comm->magic.load() == nodusComm::kLive) ? comm->impl->barrierBuffer() : nullptr;
   return Call{Collective::AllReduce, b, b, 1, nodusUint8, nodusMax, 0};
@@ -569,10 +716,13 @@ nodusResult_t nodusCommGetAlgorithm(nodusComm_t comm, nodusCollective_t coll, si
   if (s.isOk() && !validType(datatype)) s = makeError(nodusInvalidArgument, "unknown data type %d", static_cast<int>(datatype));
   if (!s.isOk()) return fail(comm, s);
   static const Collective kColl[] = {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter,
-                                     Collective::Broadcast, Collective::Reduce};
+                                     Collective::Broadcast, Collective::Reduce,    Collective::AllToAll,
+                                     Collective::Gather,    Collective::Scatter};
+  static_assert(sizeof(kColl) / sizeof(kColl[0]) == nodusNumColls);
   Comm& impl = *comm->impl;
   const Collective c = kColl[coll];
-  const bool rooted = c == Collective::Broadcast || c == Collective::Reduce;
+  const bool rooted = c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather ||
+                      c == Collective::Scatter;
   if (rooted && (root < 0 || root >= impl.nranks()))
     return fail(comm, makeError(nodusInvalidArgument, "root %d is out of range [0, %d)", root, impl.nranks()));
   PlanKey key{c, impl.nranks(), impl.rank(), count, static_cast<uint32_t>(typeSize(datatype)), rooted ? root : 0, false};

@@ -70,6 +70,30 @@ Status Comm::plan(const PlanKey& key, const Plan** out) {
   return Status::ok();
 }
 
+Status Comm::plan(const PlanKey& key, std::shared_ptr<const Plan>* hold) {
+  std::lock_guard<std::mutex> lock(planMu_);
+  if (auto it = vplans_.find(key); it != vplans_.end()) {
+    *hold = it->second;
+    return Status::ok();
+  }
+  PlanCapabilities caps;
+  caps.referencesOfAnySize = referencesOfAnySize_;
+  auto p = std::make_shared<Plan>();
+  Choice choice;
+  NODUS_TRY(makePlan(key, planContext(), cfg_.algoSpec, caps, p.get(), &choice));
+  NODUS_TRACE(rank_, "%s count=%llu x %uB%s: %s, %zu step(s) (%zu plan(s) of V-collectives cached)",
+              collectiveName(key.coll), static_cast<unsigned long long>(key.count), key.typeSize,
+              key.inPlace ? " in-place" : "", choice.algo->name, p->steps.size(), vplans_.size() + 1);
+  if (vplans_.size() >= kMaxVPlans) {
+    vplans_.erase(vplanOrder_.front());
+    vplanOrder_.pop_front();
+  }
+  vplans_.emplace(key, p);
+  vplanOrder_.push_back(key);
+  *hold = std::move(p);
+  return Status::ok();
+}
+
 PlanContext Comm::planContext() const {
   PlanContext ctx;
   ctx.sliceBytes = cfg_.sliceBytes;

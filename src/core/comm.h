@@ -94,6 +94,12 @@ class Comm final : public ExecContext {
   // (the pointer stays valid until it is destroyed). The last one found is
   // looked up again without a lock.
   Status plan(const PlanKey& key, const Plan** out);
+  // The plan of a V-collective (key.blocks set): from a cache of at most
+  // kMaxVPlans (counts that change every call, as MoE's, must not grow it
+  // without bound), the oldest dropped first; `hold` keeps it alive for the
+  // call.
+  static constexpr size_t kMaxVPlans = 128;
+  Status plan(const PlanKey& key, std::shared_ptr<const Plan>* hold);
   // Gives each task of this communicator in `tasks` its own part of the
   // communicator's scratch (allocated and faulted in once, grown rarely).
   // Only while holding the claim: growing it unmaps the old one, which no
@@ -223,6 +229,8 @@ class Comm final : public ExecContext {
   using PlanCache = std::unordered_map<PlanKey, std::unique_ptr<const Plan>, PlanKeyHash>;
   PlanCache plans_;
   std::atomic<const PlanCache::value_type*> lastPlan_{nullptr};
+  std::unordered_map<PlanKey, std::shared_ptr<const Plan>, PlanKeyHash> vplans_;  // under planMu_
+  std::deque<PlanKey> vplanOrder_;  // vplans_' keys, oldest first
   std::byte* scratch_ = nullptr;
   size_t scratchBytes_ = 0;
 

@@ -36,7 +36,10 @@ struct Request {
 
 struct Task {
   ExecContext* comm = nullptr;  // the communicator it runs on (src/core: a Comm)
-  const Plan* plan = nullptr;  // owned by the communicator's plan cache, which never drops one
+  // Owned by the communicator's plan cache, which never drops one, or, for
+  // the V-collectives (whose bounded cache may drop it), by planHold too.
+  const Plan* plan = nullptr;
+  std::shared_ptr<const Plan> planHold;
   const std::byte* send = nullptr;
   std::byte* recv = nullptr;
   std::byte* scratch = nullptr;

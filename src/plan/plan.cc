@@ -15,6 +15,12 @@ const char* collectiveName(Collective c) {
     case Collective::Reduce: return "Reduce";
     case Collective::Send: return "Send";
     case Collective::Recv: return "Recv";
+    case Collective::AllToAll: return "AllToAll";
+    case Collective::AllToAllV: return "AllToAllV";
+    case Collective::Gather: return "Gather";
+    case Collective::Scatter: return "Scatter";
+    case Collective::AllGatherV: return "AllGatherV";
+    case Collective::ReduceScatterV: return "ReduceScatterV";
   }
   return "?";
 }
@@ -33,7 +39,70 @@ const char* opKindName(Op op) {
   return "?";
 }
 
+namespace {
+
+uint64_t at(const PlanKey& k, int array, int peer) {
+  return k.blocks[static_cast<size_t>(array) * static_cast<size_t>(k.nranks) + static_cast<size_t>(peer)];
+}
+// ReduceScatterV: where block `peer` starts in the send buffer.
+uint64_t prefixOf(const PlanKey& k, int peer) {
+  uint64_t sum = 0;
+  for (int j = 0; j < peer; ++j) sum += at(k, 0, j);
+  return sum;
+}
+// The last element a set of blocks reaches, plus one.
+uint64_t extent(const PlanKey& k, PeerBlock (*of)(const PlanKey&, int)) {
+  uint64_t end = 0;
+  for (int j = 0; j < k.nranks; ++j) {
+    const PeerBlock b = of(k, j);
+    if (b.exists) end = std::max(end, b.offset + b.count);
+  }
+  return end;
+}
+
+}  // namespace
+
+PeerBlock blockTo(const PlanKey& k, int peer) {
+  const uint64_t n = k.count, j = static_cast<uint64_t>(peer);
+  switch (k.coll) {
+    case Collective::AllToAll: return {true, j * n, n};
+    case Collective::AllToAllV: return {true, at(k, 1, peer), at(k, 0, peer)};
+    case Collective::Gather: return {peer == k.root, 0, n};
+    case Collective::Scatter: return {k.rank == k.root, j * n, n};
+    case Collective::AllGatherV: return {true, 0, n};
+    case Collective::ReduceScatterV: return {true, prefixOf(k, peer), at(k, 0, peer)};
+    default: return {};
+  }
+}
+
+PeerBlock blockFrom(const PlanKey& k, int peer) {
+  const uint64_t n = k.count, j = static_cast<uint64_t>(peer);
+  switch (k.coll) {
+    case Collective::AllToAll: return {true, j * n, n};
+    case Collective::AllToAllV: return {true, at(k, 3, peer), at(k, 2, peer)};
+    case Collective::Gather: return {k.rank == k.root, j * n, n};
+    case Collective::Scatter: return {peer == k.root, 0, n};
+    case Collective::AllGatherV: return {true, at(k, 1, peer), at(k, 0, peer)};
+    case Collective::ReduceScatterV: return {true, 0, at(k, 0, k.rank)};
+    default: return {};
+  }
+}
+
+int64_t inPlaceShift(const PlanKey& k) {
+  const int64_t share = static_cast<int64_t>(k.count) * k.rank;
+  switch (k.coll) {
+    case Collective::AllGather: return share;        // send = recv + rank * count
+    case Collective::ReduceScatter: return -share;  // recv = send + rank * count
+    case Collective::Gather: return static_cast<int64_t>(k.count) * k.root;
+    case Collective::Scatter: return -static_cast<int64_t>(k.count) * k.root;
+    case Collective::AllGatherV: return static_cast<int64_t>(at(k, 1, k.rank));
+    case Collective::ReduceScatterV: return -static_cast<int64_t>(prefixOf(k, k.rank));
+    default: return 0;
+  }
+}
+
 uint64_t sendElems(const PlanKey& k) {
+  if (isBlockCollective(k.coll)) return extent(k, blockTo);
   switch (k.coll) {
     case Collective::ReduceScatter: return k.count * static_cast<uint64_t>(k.nranks);
     case Collective::Recv: return 0;
@@ -42,6 +111,7 @@ uint64_t sendElems(const PlanKey& k) {
 }
 
 uint64_t recvElems(const PlanKey& k) {
+  if (isBlockCollective(k.coll)) return extent(k, blockFrom);
   switch (k.coll) {
     case Collective::AllGather: return k.count * static_cast<uint64_t>(k.nranks);
     case Collective::Send: return 0;
@@ -120,7 +190,10 @@ void PlanCursor::settle(const Plan& p, uint64_t sliceElems) {
       enterPhase(p, sliceElems);
       continue;
     }
-    if (slice * sliceElems < p.steps[step].count) return;
+    // A step of no elements is visited once, in the first round: an empty
+    // message (a block collective's header) or nothing.
+    const uint64_t n = p.steps[step].count;
+    if (slice * sliceElems < n || (n == 0 && slice == 0)) return;
     ++step;
   }
 }
@@ -139,9 +212,7 @@ Span spanOf(const PlanKey& k, const Range& r, uint64_t count) {
   int space = static_cast<int>(r.buf);
   if (r.buf == Buf::Send && k.inPlace) {
     space = static_cast<int>(Buf::Recv);
-    const int64_t share = static_cast<int64_t>(k.count) * k.rank;
-    if (k.coll == Collective::AllGather) at += share;            // send = recv + rank * count
-    else if (k.coll == Collective::ReduceScatter) at -= share;  // recv = send + rank * count
+    at += inPlaceShift(k);
   }
   return {space, at, at + static_cast<int64_t>(count)};
 }

@@ -22,8 +22,25 @@ enum class Collective : uint8_t {
   Reduce,
   Send,
   Recv,
+  // The block collectives: each rank sends blocks to some peers and receives
+  // blocks from some (blockTo / blockFrom below say which and where).
+  AllToAll,
+  AllToAllV,
+  Gather,
+  Scatter,
+  AllGatherV,
+  ReduceScatterV,
 };
 const char* collectiveName(Collective c);
+inline bool isBlockCollective(Collective c) { return c >= Collective::AllToAll; }
+// Collectives whose blocks differ between peers: their counts are in PlanKey::blocks.
+inline bool isVCollective(Collective c) {
+  return c == Collective::AllToAllV || c == Collective::AllGatherV || c == Collective::ReduceScatterV;
+}
+inline bool collectiveReduces(Collective c) {
+  return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::Reduce ||
+         c == Collective::ReduceScatterV;
+}
 
 // Buffer roles. Send/Recv are the user's; Scratch belongs to the communicator.
 // In-place calls alias Send and Recv exactly as nodus.h defines.
@@ -62,6 +79,9 @@ inline bool opReduces(Op op) {
          op == Op::Reduce;
 }
 
+// A step of no elements runs once (PlanCursor): a send or receive of an
+// empty message, which block collectives keep so that a count that differs
+// from a peer's zero fails rather than waits.
 struct Step {
   Op op = Op::Copy;
   int32_t recvPeer = -1;
@@ -91,13 +111,39 @@ struct PlanKey {
   int rank = 0;
   uint64_t count = 0;  // the API's count argument
   uint32_t typeSize = 1;
-  int root = 0;        // root for Broadcast/Reduce; peer for Send/Recv
+  int root = 0;        // root for Broadcast/Reduce/Gather/Scatter; peer for Send/Recv
   bool inPlace = false;
   // A list AllGather (nodusAllGatherList): the receive buffer is several,
   // so no receive lands straight in place and every slice fits a slot.
   bool listRecv = false;
+  // The V-collectives' counts and displacements as this rank passed them, in
+  // elements (empty for every other collective):
+  //   AllToAllV:      sendcounts, sdispls, recvcounts, rdispls (4 x nranks; in
+  //                   place the send pair is a copy of the receive pair)
+  //   AllGatherV:     recvcounts, displs (2 x nranks; count = sendcount)
+  //   ReduceScatterV: recvcounts (nranks; count = recvcounts[rank])
+  // AllToAllV's count is 0: its sizes are this rank's own, and what every
+  // rank decides from the key (the algorithm, its slice) must not differ.
+  std::vector<uint64_t> blocks = {};
   bool operator==(const PlanKey&) const = default;
 };
+
+// A block of a block collective: `count` elements from element `offset` of
+// the send or receive buffer. `exists`: a message goes (one of zero elements
+// too, so that counts that disagree fail instead of waiting).
+struct PeerBlock {
+  bool exists = false;
+  uint64_t offset = 0;
+  uint64_t count = 0;
+};
+// What rank k.rank sends to `peer` (its own block when peer == k.rank, kept
+// locally) and what it receives from `peer`.
+PeerBlock blockTo(const PlanKey& k, int peer);
+PeerBlock blockFrom(const PlanKey& k, int peer);
+// In place, where the send buffer is relative to the receive buffer, in
+// elements (send = recv + shift), as nodus.h defines each collective's in
+// place; 0 where they coincide.
+int64_t inPlaceShift(const PlanKey& k);
 
 struct Plan {
   PlanKey key;
@@ -172,6 +218,7 @@ struct PlanKeyHash {
                        static_cast<uint64_t>(k.typeSize), static_cast<uint64_t>(k.root),
                        static_cast<uint64_t>(k.inPlace) | static_cast<uint64_t>(k.listRecv) << 1})
       h = (h ^ v) * 0x100000001b3ULL + (h >> 29);
+    for (uint64_t v : k.blocks) h = (h ^ v) * 0x100000001b3ULL + (h >> 29);
     return static_cast<size_t>(h);
   }
 };

@@ -161,38 +161,31 @@ class Simulation {
   }
 
  private:
-  uint64_t sendCount() const {
-    return c_.coll == Collective::ReduceScatter ? c_.count * c_.nranks : c_.count;
-  }
-  uint64_t recvCount() const {
-    return c_.coll == Collective::AllGather ? c_.count * c_.nranks : c_.count;
-  }
-
   // Where the user buffers sit in one address space, aliased as in-place calls alias them.
   void layout(int r) {
     RankState& s = ranks_[r];
-    const uint64_t n = c_.count, sc = sendCount(), rc = recvCount();
+    const PlanKey& k = plans_[r].key;
+    const uint64_t sc = sendElems(k), rc = recvElems(k);
     s.sendSize = sc;
     s.recvSize = rc;
     if (c_.coll == Collective::Broadcast && r != c_.root) s.sendSize = 0;
     if (c_.coll == Collective::Reduce && r != c_.root) s.recvSize = 0;
+    const int64_t shift = c_.inPlace ? inPlaceShift(k) : 0;
     if (!c_.inPlace) {
       s.sendBase = 0;
       s.recvBase = sc;
-    } else if (c_.coll == Collective::AllGather) {
+    } else if (shift >= 0) {
       s.recvBase = 0;
-      s.sendBase = static_cast<uint64_t>(r) * n;
-    } else if (c_.coll == Collective::ReduceScatter) {
-      s.sendBase = 0;
-      s.recvBase = static_cast<uint64_t>(r) * n;
+      s.sendBase = static_cast<uint64_t>(shift);
     } else {
-      s.sendBase = s.recvBase = 0;
+      s.sendBase = 0;
+      s.recvBase = static_cast<uint64_t>(-shift);
     }
-    s.user = Memory(std::max(s.sendBase + sc, s.recvBase + rc));
+    s.user = Memory(std::max(s.sendBase + s.sendSize, s.recvBase + s.recvSize));
     if (s.sendSize) {
       auto set = std::make_shared<RankSet>();
       set->iv.push_back({r, r + 1});
-      s.user.fill(s.sendBase, sc, set, 0);
+      s.user.fill(s.sendBase, s.sendSize, set, 0);
     }
     s.scratch = Memory(plans_[r].scratchElems);
   }
@@ -373,47 +366,76 @@ class Simulation {
     return makeError(nodusInternalError, "plans deadlock with %u slot(s) per connection:%s", slots_, why.c_str());
   }
 
-  Status checkOutput(int r) {
-    RankState& s = ranks_[r];
+  // What element `at` of rank r's receive buffer must hold: the set of ranks
+  // combined (null: nothing, never written), the source element, and up to
+  // where the same rule runs on (source elements consecutive).
+  struct Expect {
+    SetPtr set;
+    int64_t src = 0;
+    uint64_t runEnd = 0;
+  };
+  Expect expected(int r, uint64_t at) const {
     const uint64_t n = c_.count;
     const int p = c_.nranks;
-    const bool reduces = c_.coll == Collective::AllReduce || c_.coll == Collective::ReduceScatter ||
-                         c_.coll == Collective::Reduce;
+    auto one = [](int j) {
+      auto s = std::make_shared<RankSet>();
+      s->iv.push_back({j, j + 1});
+      return SetPtr(s);
+    };
+    const PlanKey& k = plans_[r].key;
+    const uint64_t size = recvElems(k);
+    if (isBlockCollective(c_.coll)) {
+      // The block from rank j that covers `at`, if one does; else the gap up to the next.
+      uint64_t next = size;
+      for (int j = 0; j < p; ++j) {
+        const PeerBlock in = blockFrom(k, j);
+        if (!in.exists || in.count == 0) continue;
+        if (at >= in.offset && at < in.offset + in.count) {
+          const uint64_t e = at - in.offset;
+          if (c_.coll == Collective::ReduceScatterV) return {all_, static_cast<int64_t>(blockTo(k, r).offset + e), in.offset + in.count};
+          return {one(j), static_cast<int64_t>(blockTo(plans_[j].key, r).offset + e), in.offset + in.count};
+        }
+        if (in.offset > at) next = std::min(next, in.offset);
+      }
+      return {nullptr, 0, next};
+    }
+    switch (c_.coll) {
+      case Collective::AllGather: {
+        const int j = static_cast<int>(at / n);
+        return {one(j), static_cast<int64_t>(at - j * n), (j + 1) * n};
+      }
+      case Collective::ReduceScatter: return {all_, static_cast<int64_t>(r * n + at), size};
+      case Collective::Broadcast: return {one(c_.root), static_cast<int64_t>(at), size};
+      default: return {all_, static_cast<int64_t>(at), size};
+    }
+  }
+
+  Status checkOutput(int r) {
+    RankState& s = ranks_[r];
+    const bool reduces = collectiveReduces(c_.coll);
     if (c_.coll == Collective::Reduce && r != c_.root) return Status::ok();
-    auto all = std::make_shared<RankSet>();
-    all->iv.push_back({0, p});
-    Pieces got = s.user.read(s.recvBase, recvCount());
+    const uint64_t size = recvElems(plans_[r].key);
+    // In place, a block collective's receive buffer holds the send buffer's
+    // blocks before the call: what no block lands on keeps them. Out of
+    // place nothing may be written there.
+    const bool gapsKeepInput = c_.inPlace && isBlockCollective(c_.coll);
+    Pieces got = s.user.read(s.recvBase, size);
     uint64_t pos = 0;
     for (const Piece& x : got) {
       for (uint64_t e = 0; e < x.len;) {
-        // Expected value of element pos + e of the receive buffer.
         const uint64_t at = pos + e;
-        SetPtr want = all;
-        int64_t src = static_cast<int64_t>(at);
-        uint64_t runEnd = recvCount();
-        if (c_.coll == Collective::AllGather) {
-          const int j = static_cast<int>(at / n);
-          auto one = std::make_shared<RankSet>();
-          one->iv.push_back({j, j + 1});
-          want = one;
-          src = static_cast<int64_t>(at - j * n);
-          runEnd = (j + 1) * n;
-        } else if (c_.coll == Collective::ReduceScatter) {
-          src = static_cast<int64_t>(r * n + at);
-        } else if (c_.coll == Collective::Broadcast) {
-          auto one = std::make_shared<RankSet>();
-          one->iv.push_back({c_.root, c_.root + 1});
-          want = one;
-        }
-        const uint64_t len = std::min(x.len - e, runEnd - at);
+        const Expect want = expected(r, at);
+        const uint64_t len = std::min(x.len - e, want.runEnd - at);
         const int64_t gotSrc = x.src + static_cast<int64_t>(e);
-        const bool okSet = x.set && x.set->iv == want->iv;
-        if (!okSet || gotSrc != src || x.avg != reduces)
+        bool ok;
+        if (!want.set) ok = !x.set || (gapsKeepInput && x.set->iv == std::vector<std::pair<int, int>>{{r, r + 1}} && !x.avg);
+        else ok = x.set && x.set->iv == want.set->iv && gotSrc == want.src && x.avg == reduces;
+        if (!ok)
           return makeError(nodusInternalError,
                            "rank %d: output element %llu holds %s of source %lld%s, expected %s of source %lld%s", r,
                            static_cast<unsigned long long>(at), setText(x.set).c_str(), static_cast<long long>(gotSrc),
-                           x.avg ? " (averaged)" : "", setText(want).c_str(), static_cast<long long>(src),
-                           reduces ? " (averaged)" : "");
+                           x.avg ? " (averaged)" : "", want.set ? setText(want.set).c_str() : "nothing (a gap)",
+                           static_cast<long long>(want.src), reduces ? " (averaged)" : "");
         e += len;
       }
       pos += x.len;
@@ -427,11 +449,22 @@ class Simulation {
   uint32_t roundSlices_ = 1;
   uint64_t sliceElems_ = 1;
   std::vector<RankState> ranks_;
+  SetPtr all_ = [this] {
+    auto s = std::make_shared<RankSet>();
+    s->iv.push_back({0, c_.nranks});
+    return SetPtr(s);
+  }();
   std::unordered_map<uint64_t, std::deque<Pieces>> queues_;
   std::function<void(int)> wake_;
 };
 
 }  // namespace
+
+PlanKey VerifyCase::keyOf(int r) const {
+  PlanKey key{coll, nranks, r, count, typeSize, root, inPlace};
+  if (!blocks.empty()) key.blocks = blocks[static_cast<size_t>(r)];
+  return key;
+}
 
 Status verifyPlans(const VerifyCase& c, const VerifyLimits& limits, const std::vector<Plan>& plans) {
   Simulation sim(c, limits, plans);

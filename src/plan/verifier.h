@@ -22,6 +22,12 @@ struct VerifyCase {
   int root = 0;
   bool inPlace = false;
   uint32_t typeSize = 4;
+  // V-collectives: rank r's PlanKey::blocks is blocks[r] (every rank's own
+  // counts and displacements; the checks compare each rank's against its
+  // peers').
+  std::vector<std::vector<uint64_t>> blocks = {};
+  // Rank r's key, as the runtime makes it for this case.
+  PlanKey keyOf(int r) const;
 };
 
 // What the connections the plans run over buffer, as the executor cuts them.

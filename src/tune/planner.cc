@@ -79,7 +79,7 @@ VerifyLimits verifyLimitsOf(const PlanContext& ctx) {
 Status verifyAlgorithm(const Algorithm& algo, const VerifyCase& c, const PlanContext& ctx) {
   std::vector<Plan> plans(static_cast<size_t>(c.nranks));
   for (int r = 0; r < c.nranks; ++r) {
-    PlanKey key{c.coll, c.nranks, r, c.count, c.typeSize, c.root, c.inPlace};
+    const PlanKey key = c.keyOf(r);
     if (!algo.supports(key, ctx))
       return makeError(nodusInvalidArgument, "%s does not support %s", algo.name, collectiveName(c.coll));
     Plan& plan = plans[static_cast<size_t>(r)];

@@ -19,7 +19,8 @@ int collectiveByName(std::string s) {
   for (char& c : s) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
   s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
   for (Collective c : {Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter, Collective::Broadcast,
-                       Collective::Reduce}) {
+                       Collective::Reduce, Collective::AllToAll, Collective::AllToAllV, Collective::Gather,
+                       Collective::Scatter, Collective::AllGatherV, Collective::ReduceScatterV}) {
     std::string name = collectiveName(c);
     for (char& ch : name) ch = static_cast<char>(tolower(static_cast<unsigned char>(ch)));
     if (s == name) return static_cast<int>(c);
@@ -95,7 +96,21 @@ const Algorithm* AlgoSpec::forcedFor(const PlanKey& key) const {
 
 uint64_t callBytes(const PlanKey& k) {
   const uint64_t b = k.count * k.typeSize;
-  return (k.coll == Collective::AllGather || k.coll == Collective::ReduceScatter) ? b * static_cast<uint64_t>(k.nranks) : b;
+  switch (k.coll) {
+    case Collective::AllGather:
+    case Collective::ReduceScatter:
+    case Collective::AllToAll:
+    case Collective::Gather:
+    case Collective::Scatter: return b * static_cast<uint64_t>(k.nranks);
+    case Collective::AllGatherV:
+    case Collective::ReduceScatterV: {
+      uint64_t all = 0;
+      for (int j = 0; j < k.nranks; ++j) all += k.blocks[static_cast<size_t>(j)];
+      return all * k.typeSize;
+    }
+    case Collective::AllToAllV: return 0;  // a rank's sizes are its own (PlanKey::blocks)
+    default: return b;
+  }
 }
 
 std::string formatBytes(uint64_t b) {

@@ -34,7 +34,9 @@ struct AlgoSpec {
 };
 
 // Bytes of a call as nccl-tests and nodus-perf report them (AllGather: the
-// gathered output; ReduceScatter: the input to scatter; else count x type).
+// gathered output; ReduceScatter: the input to scatter; AllToAll, Gather,
+// Scatter: the nranks blocks; AllGatherV, ReduceScatterV: every block;
+// AllToAllV: 0, since ranks differ; else count x type).
 uint64_t callBytes(const PlanKey& key);
 
 // The algorithm's predicted time at the slice that prices lowest for it.

@@ -230,16 +230,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNodus::alltoall_base(at::Tensor& outp
   return launch(w, [&] {
     at::Tensor src = w->input(input);
     at::Tensor dst = w->output(output, false);
-    std::vector<const char*> sendAt(getSize());
-    std::vector<char*> recvAt(getSize());
-    size_t s = 0, d = 0;
-    for (int q = 0; q < getSize(); ++q) {
-      sendAt[q] = static_cast<const char*>(src.data_ptr()) + s;
-      recvAt[q] = static_cast<char*>(dst.data_ptr()) + d;
-      s += sendBytes[q];
-      d += recvBytes[q];
+    nodusRequest_t r;
+    if (inputSplits.empty() && outputSplits.empty() && sendBytes == recvBytes) {
+      // Even splits: nodusAllToAll (whose tuner may pick Bruck for small blocks).
+      check(nodusIallToAll(src.data_ptr(), dst.data_ptr(), sendBytes[0], nodusUint8, comm_, &r), op);
+    } else {
+      // Counts and displacements in bytes: the rows of every split are contiguous.
+      std::vector<size_t> sendAt(getSize()), recvAt(getSize());
+      for (int q = 1; q < getSize(); ++q) {
+        sendAt[q] = sendAt[q - 1] + sendBytes[q - 1];
+        recvAt[q] = recvAt[q - 1] + recvBytes[q - 1];
+      }
+      check(nodusIallToAllV(src.data_ptr(), sendBytes.data(), sendAt.data(), dst.data_ptr(), recvBytes.data(),
+                            recvAt.data(), nodusUint8, comm_, &r),
+            op);
     }
-    exchange(*w, sendAt, sendBytes, recvAt, recvBytes, op);
+    w->addRequest(r);
   });
 }
 

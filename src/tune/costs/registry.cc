@@ -13,6 +13,8 @@ extern const CostFormula kTreeCost;
 extern const CostFormula kHalvingDoublingCost;
 extern const CostFormula kTorusCost;
 extern const CostFormula kHierarchicalCost;
+extern const CostFormula kPairwiseCost;
+extern const CostFormula kBruckCost;
 
 namespace {
 const CostFormula* const kFormulas[] = {
@@ -24,6 +26,8 @@ const CostFormula* const kFormulas[] = {
     &kHalvingDoublingCost,
     &kTorusCost,
     &kHierarchicalCost,
+    &kPairwiseCost,
+    &kBruckCost,
 };
 }  // namespace
 
