@@ -124,6 +124,61 @@ TEST(Split, ByParityGivesTwoCommunicatorsThatEachComputeRight) {
   });
 }
 
+// nodusCommSplitGrid over 8 ranks as 2 x 2 x 2 in Megatron's order and in
+// the one it chooses: every group has the members the order says, in
+// coordinate order, and its AllReduce sums exactly their world ranks.
+TEST(Split, GridGivesEachRankItsThreeGroupsAndCoordinates) {
+  Threads t(8);
+  ASSERT_TRUE(t.ok());
+  for (const char* order : {"tp-pp-dp", "dp-tp-pp", static_cast<const char*>(nullptr)}) {
+    SCOPED_TRACE(order ? order : "chosen");
+    t.Run([order](int rank, nodusComm_t comm, const FailFn& fail) {
+      nodusComm_t groups[3] = {nullptr, nullptr, nullptr};  // dp, tp, pp
+      int c[3] = {-1, -1, -1};
+      const char* used = nullptr;
+      if (nodusCommSplitGrid(comm, 2, 2, 2, order, &groups[0], &groups[1], &groups[2], c, &used) != nodusSuccess)
+        return fail(LastError(comm));
+      if (order != nullptr && std::string(used) != order) fail(std::string("used order ") + used);
+      const char* chosen = nullptr;
+      if (order == nullptr && (nodusGridOrder(comm, 2, 2, 2, &chosen) != nodusSuccess || std::string(chosen) != used))
+        fail("nodusGridOrder disagrees with the order nodusCommSplitGrid used");
+      // Axes fastest first, from the order's name ("tp-pp-dp": tp, pp, dp).
+      const std::string name = used;
+      auto axisOf = [](const std::string& a) { return a == "dp" ? 0 : a == "tp" ? 1 : 2; };
+      const int axes[3] = {axisOf(name.substr(0, 2)), axisOf(name.substr(3, 2)), axisOf(name.substr(6, 2))};
+      int expect[3];
+      for (int i = 0, r = rank; i < 3; ++i, r /= 2) expect[axes[i]] = r % 2;
+      for (int a = 0; a < 3; ++a) {
+        if (c[a] != expect[a]) fail("coordinate " + std::to_string(a) + " is " + std::to_string(c[a]));
+        if (!Expect(groups[a], 2, expect[a], fail)) continue;
+        // The members: this rank with axis a's coordinate set to 0 and to 1.
+        int members = 0;
+        for (int v = 0; v < 2; ++v) {
+          int co[3] = {expect[0], expect[1], expect[2]};
+          co[a] = v;
+          int r = 0;
+          for (int i = 2; i >= 0; --i) r = r * 2 + co[axes[i]];
+          members += r;
+        }
+        int32_t x = rank;
+        if (nodusAllReduce(&x, &x, 1, nodusInt32, nodusSum, groups[a]) != nodusSuccess) fail(LastError(groups[a]));
+        else if (x != members) fail("group " + std::to_string(a) + " sums " + std::to_string(x) + ", expected " +
+                                    std::to_string(members));
+      }
+      for (nodusComm_t g : groups) nodusCommDestroy(g);
+    });
+  }
+  // A grid that is not the communicator's size fails at once, on every rank.
+  t.Run([](int, nodusComm_t comm, const FailFn& fail) {
+    nodusComm_t a = nullptr, b = nullptr, c = nullptr;
+    if (nodusCommSplitGrid(comm, 2, 2, 3, nullptr, &a, &b, &c, nullptr, nullptr) != nodusInvalidArgument)
+      fail("2 x 2 x 3 on 8 ranks did not fail with nodusInvalidArgument");
+    if (nodusCommSplitGrid(comm, 2, 2, 2, "tp-tp-dp", &a, &b, &c, nullptr, nullptr) != nodusInvalidArgument)
+      fail("a bad order did not fail with nodusInvalidArgument");
+    if (a != nullptr || b != nullptr || c != nullptr) fail("a failed grid left communicators behind");
+  });
+}
+
 TEST(Split, KeysOrderTheNewRanksAndTiesKeepTheParentsOrder) {
   Threads t(4);
   ASSERT_TRUE(t.ok());

@@ -11,6 +11,7 @@
 #include "base/settings.h"
 #include "base/size.h"
 #include "topo/fabric.h"
+#include "topo/grid.h"
 #include "topo/node.h"
 #include "topo/topology.h"
 #include "transports/registry.h"
@@ -27,6 +28,8 @@ struct Options {
   uint64_t minBytes = 8, maxBytes = 1ULL << 30;
   bool json = false;
   std::string dot, svg;
+  std::string grid;       // --grid dp=..,tp=..,pp=..
+  std::string gridOrder;  // --grid-order; empty: chosen
 };
 
 void usage(FILE* f) {
@@ -39,6 +42,9 @@ void usage(FILE* f) {
           "  --json               everything as JSON on stdout\n"
           "  --dot FILE           the fabric and rank placement as a Graphviz graph\n"
           "  --svg FILE           the same drawn as SVG (needs Graphviz's dot)\n"
+          "  --grid dp=D,tp=T,pp=P  data x tensor x pipeline groups (nodusCommSplitGrid) over the\n"
+          "                       D*T*P ranks: each group's members, hosts and AllReduce algorithm\n"
+          "  --grid-order ORDER   axes fastest first, e.g. tp-pp-dp (Megatron's; default: chosen)\n"
           "  -h, --help           this text\n\n"
           "The fabric comes from NODUS_TOPO_FILE, NODUS_TORUS_DIMS or NODUS_FATTREE, the node\n"
           "from hwloc (NODUS_HWLOC_XML to load an export); NODUS_ALGO applies as in a job.\n");
@@ -118,6 +124,63 @@ std::string dotGraph(const Topology& t) {
     for (size_t h = 0; h < t.hosts.size(); ++h) g += "  h" + std::to_string(h) + " -- net;\n";
   }
   return g + "}\n";
+}
+
+// --grid: every group of each axis, the hosts it spans, and the algorithm
+// its AllReduce would run at a few sizes (the group's own layout, its hosts
+// where the job placed them).
+int printGrid(const Options& o, const Topology& topo, const PlanContext& parentCtx, const AlgoSpec& spec) {
+  GridShape shape;
+  for (const char* key : {"dp", "tp", "pp"}) {
+    const std::string k = std::string(key) + "=";
+    const size_t at = o.grid.find(k);
+    const int axis = key[0] == 'd' ? kGridData : key[0] == 't' ? kGridTensor : kGridPipeline;
+    shape.size[static_cast<size_t>(axis)] = at == std::string::npos ? 1 : atoi(o.grid.c_str() + at + k.size());
+    if (shape.size[static_cast<size_t>(axis)] < 1) {
+      fprintf(stderr, "nodus-topo: --grid %s: %s must be at least 1\n", o.grid.c_str(), key);
+      return 2;
+    }
+  }
+  if (shape.ranks() != topo.nranks) {
+    fprintf(stderr, "nodus-topo: --grid %s is %d ranks; the job has %d (--hosts, --ranks-per-host)\n", o.grid.c_str(),
+            shape.ranks(), topo.nranks);
+    return 2;
+  }
+  GridOrder order;
+  std::string why;
+  if (!o.gridOrder.empty()) {
+    const Status s = parseGridOrder(o.gridOrder, &order);
+    if (!s.isOk()) return fprintf(stderr, "nodus-topo: %s\n", s.message().c_str()), 2;
+    why = std::string(gridOrderName(order)) + " (--grid-order)";
+  } else {
+    order = chooseGridOrder(topo, shape, &why);
+    why = "chosen " + why;
+  }
+  printf("# grid dp=%d tp=%d pp=%d over %d ranks, order %s\n", shape.size[0], shape.size[1], shape.size[2], topo.nranks,
+         why.c_str());
+  const uint64_t sizes[] = {4 << 10, 1 << 20, 64 << 20};
+  const char* const names[3] = {"data (dp)", "tensor (tp)", "pipeline (pp)"};
+  for (int axis : {kGridTensor, kGridPipeline, kGridData}) {
+    printf("\n# %s groups: members | hosts | link cost | AllReduce algorithm at 4K, 1M, 64M\n", names[axis]);
+    for (const std::vector<int>& g : gridGroups(shape, order, axis)) {
+      Topology sub;
+      Status s = topo.subset(g, &sub);
+      if (!s.isOk()) return fprintf(stderr, "nodus-topo: %s\n", s.message().c_str()), 1;
+      PlanContext ctx = parentCtx;
+      ctx.topo = &sub;
+      std::string members, hosts, algos;
+      for (int r : g) members += (members.empty() ? "" : " ") + std::to_string(r);
+      for (const std::string& h : sub.hosts) hosts += (hosts.empty() ? "" : ",") + h;
+      for (uint64_t bytes : sizes) {
+        Choice choice;
+        s = chooseAlgorithm(PlanKey{Collective::AllReduce, sub.nranks, 0, bytes / 4, 4, 0, false}, ctx, spec, &choice);
+        if (!s.isOk()) return fprintf(stderr, "nodus-topo: %s\n", s.message().c_str()), 1;
+        algos += (algos.empty() ? "" : ", ") + std::string(choice.algo->name);
+      }
+      printf("  [%s] | %s | %d | %s\n", members.c_str(), hosts.c_str(), gridGroupCost(topo, g), algos.c_str());
+    }
+  }
+  return 0;
 }
 
 int run(const Options& o) {
@@ -204,6 +267,8 @@ int run(const Options& o) {
       if (bytes > UINT64_MAX / 4) break;
     }
   }
+
+  if (!o.grid.empty()) return printGrid(o, topo, ctx, spec);
 
   if (!o.dot.empty() || !o.svg.empty()) {
     const std::string g = dotGraph(topo);
@@ -313,6 +378,10 @@ int main(int argc, char** argv) {
       uint64_t v = 0;
       if (!parsePositiveSize(value("a size"), &v)) return fprintf(stderr, "nodus-topo: %s: not a size\n", a.c_str()), 2;
       (a == "-b" ? o.minBytes : o.maxBytes) = v;
+    } else if (a == "--grid") {
+      o.grid = value("dp=D,tp=T,pp=P");
+    } else if (a == "--grid-order") {
+      o.gridOrder = value("an order such as tp-pp-dp");
     } else if (a == "--json") {
       o.json = true;
     } else if (a == "--dot") {

@@ -196,6 +196,23 @@ nodusResult_t nodusCommSplit(nodusComm_t comm, int color, int key, nodusComm_t* 
 nodusResult_t nodusCommCreateGroup(nodusComm_t comm, const int* ranks, int nranks, nodusComm_t* newcomm,
                                    const nodusConfig_t* config);
 
+/* Hybrid parallelism (data x tensor x pipeline, as Megatron-LM groups
+ * ranks) from one communicator of dp * tp * pp ranks: *dpComm, *tpComm and
+ * *ppComm are this rank's data-, tensor- and pipeline-parallel groups, and
+ * coords (3 ints, may be NULL) its (dp, tp, pp) coordinates. `order` names
+ * the axes from the fastest-varying, Megatron's convention: "tp-pp-dp" puts
+ * ranks 0..tp-1 in one tensor group, rank = tp + TP*(pp + PP*dp). NULL: nodus
+ * chooses the order that puts tensor groups on the fastest links the
+ * topology knows (one host, then torus neighbours), then pipeline groups,
+ * then data groups; *chosenOrder (may be NULL) receives the order used, a
+ * static string. Collective over `comm` (three nodusCommSplit calls, every
+ * rank alike); the groups share its placement and fabric. */
+nodusResult_t nodusCommSplitGrid(nodusComm_t comm, int dp, int tp, int pp, const char* order,
+                                 nodusComm_t* dpComm, nodusComm_t* tpComm, nodusComm_t* ppComm,
+                                 int* coords, const char** chosenOrder);
+/* The order nodusCommSplitGrid would choose for `order` NULL (local). */
+nodusResult_t nodusGridOrder(nodusComm_t comm, int dp, int tp, int pp, const char** order);
+
 /* Waits for this rank's outstanding requests, then frees the communicator.
  * Local: it does not synchronise with the other ranks. NULL is accepted. */
 nodusResult_t nodusCommDestroy(nodusComm_t comm);

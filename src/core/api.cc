@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/settings.h"
 #include "nodus/nodus.h"
+#include "topo/grid.h"
 
 using namespace nodus;
 
@@ -504,6 +505,65 @@ nodusResult_t nodusCommCreateGroup(nodusComm_t comm, const int* ranks, int nrank
   s = comm->impl->createGroup(list, std::move(settings), &c);
   if (!s.isOk()) return fail(comm, Status(s.code(), "nodusCommCreateGroup(rank " + std::to_string(me) + "): " + s.message()));
   *newcomm = wrap(std::move(c));
+  return nodusSuccess;
+}
+
+// dp x tp x pp over `comm`, with `order` or the chosen one.
+static Status gridOf(nodusComm_t comm, int dp, int tp, int pp, const char* order, GridShape* shape, GridOrder* out) {
+  NODUS_TRY(checkComm(comm));
+  if (dp < 1 || tp < 1 || pp < 1)
+    return makeError(nodusInvalidArgument, "grid dp=%d tp=%d pp=%d: every size must be at least 1", dp, tp, pp);
+  const int n = comm->impl->nranks();
+  if (static_cast<int64_t>(dp) * tp * pp != n)
+    return makeError(nodusInvalidArgument, "grid dp=%d x tp=%d x pp=%d is not the communicator's %d ranks", dp, tp, pp, n);
+  shape->size = {dp, tp, pp};
+  if (order != nullptr) return parseGridOrder(order, out);
+  *out = chooseGridOrder(comm->impl->topology(), *shape, nullptr);
+  return Status::ok();
+}
+
+nodusResult_t nodusGridOrder(nodusComm_t comm, int dp, int tp, int pp, const char** order) {
+  GridShape shape;
+  GridOrder o;
+  Status s = order == nullptr ? makeError(nodusInvalidArgument, "nodusGridOrder: order is NULL")
+                              : gridOf(comm, dp, tp, pp, nullptr, &shape, &o);
+  if (!s.isOk()) return fail(comm, Status(s.code(), "nodusGridOrder: " + s.message()));
+  *order = gridOrderName(o);
+  return nodusSuccess;
+}
+
+nodusResult_t nodusCommSplitGrid(nodusComm_t comm, int dp, int tp, int pp, const char* order, nodusComm_t* dpComm,
+                                 nodusComm_t* tpComm, nodusComm_t* ppComm, int* coords, const char** chosenOrder) {
+  if (dpComm == nullptr || tpComm == nullptr || ppComm == nullptr)
+    return fail(comm, makeError(nodusInvalidArgument, "nodusCommSplitGrid: dpComm, tpComm and ppComm must not be NULL"));
+  *dpComm = *tpComm = *ppComm = nullptr;
+  GridShape shape;
+  GridOrder o;
+  Status s = gridOf(comm, dp, tp, pp, order, &shape, &o);
+  if (!s.isOk()) return fail(checkComm(comm).isOk() ? comm : nullptr, Status(s.code(), "nodusCommSplitGrid: " + s.message()));
+  const std::array<int, 3> c = gridCoords(shape, o, comm->impl->rank());
+  // Each axis's group: the ranks that share the other two coordinates, by
+  // their coordinate on it.
+  struct Axis {
+    int axis;
+    nodusComm_t* out;
+  };
+  for (Axis a : {Axis{kGridData, dpComm}, Axis{kGridTensor, tpComm}, Axis{kGridPipeline, ppComm}}) {
+    int color = 0;
+    for (int other = 0; other < 3; ++other)
+      if (other != a.axis) color = color * shape.size[static_cast<size_t>(other)] + c[static_cast<size_t>(other)];
+    const nodusResult_t r = nodusCommSplit(comm, color, c[static_cast<size_t>(a.axis)], a.out, nullptr);
+    if (r != nodusSuccess) {
+      for (nodusComm_t* made : {dpComm, tpComm, ppComm}) {
+        nodusCommDestroy(*made);
+        *made = nullptr;
+      }
+      return r;
+    }
+  }
+  if (coords != nullptr)
+    for (int i = 0; i < 3; ++i) coords[i] = c[static_cast<size_t>(i)];
+  if (chosenOrder != nullptr) *chosenOrder = gridOrderName(o);
   return nodusSuccess;
 }
 

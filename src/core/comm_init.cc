@@ -248,13 +248,7 @@ Status Comm::init(InitOptions& opts) {
   // it: a row of a torus would become a corner).
   FabricConfig fabric;
   if (initParent_ != nullptr) {
-    const Topology& pt = initParent_->topo_;
-    fabric = pt.fabric;
-    if (fabric.kind != FabricKind::Flat) {
-      fabric.placement = FabricConfig::Placement::ByName;
-      fabric.named.clear();
-      for (size_t h = 0; h < pt.hosts.size(); ++h) fabric.named.emplace_back(pt.hosts[h], pt.coords[h]);
-    }
+    fabric = initParent_->topo_.placedFabric();
   } else {
     NODUS_TRY(fabricFromSettings(settings_, &fabric));
   }

@@ -28,6 +28,29 @@ std::vector<uint64_t> snakeOrder(const std::vector<int>& dims) {
   return order;
 }
 
+FabricConfig Topology::placedFabric() const {
+  FabricConfig f = fabric;
+  if (f.kind != FabricKind::Flat) {
+    f.placement = FabricConfig::Placement::ByName;
+    f.named.clear();
+    for (size_t h = 0; h < hosts.size(); ++h) f.named.emplace_back(hosts[h], coords[h]);
+  }
+  return f;
+}
+
+Status Topology::subset(const std::vector<int>& members, Topology* out) const {
+  std::vector<std::string> names;
+  std::vector<int> numa;
+  for (int m : members) {
+    names.push_back(hosts[static_cast<size_t>(hostOf[static_cast<size_t>(m)])]);
+    numa.push_back(numaOf[static_cast<size_t>(m)]);
+  }
+  NODUS_TRY(build(placedFabric(), names, numa, out));
+  out->oversubscribed = oversubscribed;
+  out->coreShare = coreShare;
+  return Status::ok();
+}
+
 int Topology::hops(int a, int b) const {
   const int ha = hostOf[static_cast<size_t>(a)], hb = hostOf[static_cast<size_t>(b)];
   if (ha == hb) return 0;

@@ -54,6 +54,14 @@ struct Topology {
   // host and every host has the same number of ranks.
   bool rankGrid(RankGrid* grid) const;
   std::string describe() const;
+  // The fabric with every host where this topology placed it (by name), so
+  // that a subset of the hosts keeps their places: a row of a torus stays a
+  // row, not a corner.
+  FabricConfig placedFabric() const;
+  // The topology of `members` (ranks here, in the new order): their hosts
+  // where they are, and this one's sharing of cores (what nodus-topo shows
+  // for a split; a communicator counts its own).
+  Status subset(const std::vector<int>& members, Topology* out) const;
 
   // One host, ranks in order: what tests and single-node runs see.
   static Topology flat(int nranks);

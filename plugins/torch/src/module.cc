@@ -7,6 +7,7 @@
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "errors.h"
 #include "process_group_nodus.h"
 
 namespace nodus_torch {
@@ -27,10 +28,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "nodus collectives as the torch.distributed backend \"nodus\"";
   py::module dist = py::module::import("torch.distributed");
 
-  py::class_<ProcessGroupNodus, nodus_torch::Base, c10::intrusive_ptr<ProcessGroupNodus>>(m, "ProcessGroupNodus");
+  py::class_<ProcessGroupNodus, nodus_torch::Base, c10::intrusive_ptr<ProcessGroupNodus>>(m, "ProcessGroupNodus")
+      .def_property_readonly("made_from_parent", &ProcessGroupNodus::madeFromParent,
+                             "Whether dist.new_group made this group's communicator from the first group's "
+                             "(nodusCommCreateGroup) rather than from a new unique id.");
   m.def("create_process_group", &nodus_torch::create, py::arg("store"), py::arg("rank"), py::arg("size"),
         py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
         "Creates a nodus process group (the creator registered as backend \"nodus\").");
+  m.def("grid_order", [](const c10::intrusive_ptr<ProcessGroupNodus>& pg, int dp, int tp, int pp) {
+    const char* order = nullptr;
+    nodus_torch::check(nodusGridOrder(pg->comm(), dp, tp, pp, &order), "hybrid_groups");
+    return std::string(order);
+  }, py::arg("group"), py::arg("dp"), py::arg("tp"), py::arg("pp"),
+        "The order nodusCommSplitGrid chooses for dp x tp x pp over this group (tensor groups on the fastest links).");
   m.def("version", [] {
     int v = 0;
     nodusGetVersion(&v);

@@ -45,8 +45,14 @@ class StagingPool;
 
 class ProcessGroupNodus : public Base {
  public:
-  // Joins the group's nodus communicator, rendezvousing through `store`.
+  // Joins the group's nodus communicator, rendezvousing through `store`: made
+  // from this process's first nodus group (nodusCommCreateGroup, no new
+  // connections or ids) where every member belongs to that one, else from a
+  // new unique id (and then, if it is the first, it is that one).
   ProcessGroupNodus(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout);
+  // Whether the communicator was made from the first group's (dist.new_group).
+  bool madeFromParent() const { return fromParent_; }
+  nodusComm_t comm() const { return comm_; }
   // Waits until every issued operation has ended.
   ~ProcessGroupNodus() override;
 
@@ -173,6 +179,7 @@ class ProcessGroupNodus : public Base {
 #endif
 
   nodusComm_t comm_ = nullptr;
+  bool fromParent_ = false;
   const std::chrono::milliseconds timeout_;
   std::shared_ptr<StagingPool> pool_;
   std::mutex issueMu_;

@@ -336,6 +336,17 @@ def scenario_collectives(path):
     sub_ranks = [0, size - 1] if size > 1 else [0]
     sub = dist.new_group(sub_ranks)
     again = dist.new_group(list(range(size)))
+    # Both made from the default group's communicator (nodusCommCreateGroup),
+    # not from new ids; group and global ranks map as torch says.
+    assert not dist.distributed_c10d._get_default_group().made_from_parent
+    assert again.made_from_parent
+    if rank in sub_ranks:
+        assert sub.made_from_parent
+        assert dist.get_rank(sub) == sub_ranks.index(rank), (dist.get_rank(sub), sub_ranks)
+        # broadcast's src is a global rank: the last member's data reaches everyone.
+        t = torch.tensor([float(rank)])
+        dist.broadcast(t, src=sub_ranks[-1], group=sub)
+        assert t.item() == float(sub_ranks[-1]), (t.item(), sub_ranks)
     if rank in sub_ranks:
         for dtype in (torch.float32, torch.int64):
             def sub_all_reduce(dtype=dtype):
