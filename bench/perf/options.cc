@@ -60,6 +60,10 @@ void printHelp(FILE* f) {
                "                          buffers (under mpirun; fp16, bf16 and avg: n/a)\n"
                "      --csv FILE          write one CSV record per size and placement\n"
                "      --json FILE         write the results as JSON\n"
+               "      --split K           time nodusCommSplit into K communicators (rank %% K) against\n"
+               "                          making the same from new unique ids (nodusGetUniqueId,\n"
+               "                          nodusCommInitRank), then run the sweep on the split ones\n"
+               "                          (all K at once; --baseline mpi on MPI_Comm_split's)\n"
                "      --rounds R          -a all: R passes over the algorithms, in reverse order\n"
                "                          every other pass; each cell keeps its best (default 1)\n"
                "  -a, --algo NAME         force an algorithm: sets NODUS_ALGO=NAME before any\n"
@@ -261,7 +265,7 @@ bool parseArgs(int argc, char** argv, Options* o, std::string* err) {
       {"datatype", 'd'},  {"op", 'o'},       {"root", 'r'},         {"help", 'h'},
       {"coll", 'C'},      {"baseline", 'B'}, {"csv", 'V'},          {"json", 'J'},
       {"algo", 'a'},      {"rounds", 'R'},       {"rank", 'K'},         {"nranks", 'N'},
-      {"id-file", 'I'},
+      {"id-file", 'I'},   {"split", 'S'},
   };
   for (int a = 1; a < argc; ++a) {
     std::string arg = argv[a];
@@ -327,6 +331,7 @@ bool parseArgs(int argc, char** argv, Options* o, std::string* err) {
       case 'n': ok = parseInt(value, &o->iters) && o->iters >= 1; break;
       case 'w': ok = parseInt(value, &o->warmup) && o->warmup >= 0; break;
       case 'R': ok = parseInt(value, &o->rounds) && o->rounds >= 1; break;
+      case 'S': ok = parseInt(value, &o->split) && o->split >= 1; break;
       case 'K': ok = parseInt(value, &o->rank) && o->rank >= 0; break;
       case 'N': ok = parseInt(value, &o->nranks) && o->nranks >= 1; break;
       case 'I':

@@ -18,6 +18,7 @@ struct Options {
   size_t stepBytes = 0;  // > 0: linear steps instead of a factor
   int iters = 20;
   int rounds = 1;  // -a all: passes over the algorithms, each cell keeps its best
+  int split = 0;   // --split K: time the split into K groups (rank % K), then run the sweep on them
   int warmup = 5;
   int check = 1;
   int root = 0;

@@ -35,7 +35,74 @@ Runner::Runner(const Options& opt, int rank, int nranks, nodusComm_t comm, Group
   recv_ = allocTouched(capacity_);
 }
 
+nodusComm_t Runner::splitMode() {
+  const int k = opt_.split, color = rank_ % k, key = rank_;
+  const int reps = std::max(3, std::min(opt_.iters, 20));
+  // Each new-id group's root is its lowest rank (= its colour); the ids go
+  // to the members over the parent communicator, as a job would share them.
+  std::vector<nodusUniqueId> ids(static_cast<size_t>(nranks_));
+  int groupSize = 0;
+  for (int r = color; r < nranks_; r += k) ++groupSize;
+  double splitUs = 0, idUs = 0;
+  for (int i = 0; i < reps; ++i) {
+    nodusComm_t child = nullptr;
+    group_.barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    checkNodus(nodusCommSplit(comm_, color, key, &child, nullptr), "nodusCommSplit", comm_, rank_);
+    splitUs += group_.maxAll(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    group_.barrier();
+    checkNodus(nodusCommDestroy(child), "nodusCommDestroy", nullptr, rank_);
+    group_.barrier();
+    t0 = std::chrono::steady_clock::now();
+    nodusUniqueId mine{};
+    if (rank_ < k) checkNodus(nodusGetUniqueId(&mine), "nodusGetUniqueId", nullptr, rank_);
+    checkNodus(nodusAllGather(&mine, ids.data(), sizeof(mine), nodusUint8, comm_), "nodusAllGather (ids)", comm_, rank_);
+    checkNodus(nodusCommInitRank(&child, groupSize, ids[static_cast<size_t>(color)], rank_ / k), "nodusCommInitRank",
+               nullptr, rank_);
+    idUs += group_.maxAll(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    group_.barrier();
+    checkNodus(nodusCommDestroy(child), "nodusCommDestroy", nullptr, rank_);
+  }
+  splitUs /= reps;
+  idUs /= reps;
+  if (reporter_ != nullptr) {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "split into %d communicator(s) (rank %% %d) of %d ranks: nodusCommSplit %.1f us, from new unique ids "
+                  "%.1f us (%.1fx; slowest rank, mean of %d)",
+                  k, k, nranks_, splitUs, idUs, splitUs > 0 ? idUs / splitUs : 0.0, reps);
+    reporter_->progress(line);
+  }
+  nodusComm_t parent = comm_, child = nullptr;
+  checkNodus(nodusCommSplit(parent, color, key, &child, nullptr), "nodusCommSplit", parent, rank_);
+  comm_ = child;
+  checkNodus(nodusCommUserRank(child, &rank_), "nodusCommUserRank", child, rank_);
+  checkNodus(nodusCommCount(child, &nranks_), "nodusCommCount", child, rank_);
+#if NODUS_PERF_MPI
+  if (mpiBaseline_) MPI_Comm_split(MPI_COMM_WORLD, color, key, &mpiComm_);
+#endif
+  if (reporter_ != nullptr)
+    reporter_->progress("the tables below: communicator 0 of the split (" + std::to_string(nranks_) +
+                        " ranks), all " + std::to_string(k) + " running at once");
+  return parent;
+}
+
 uint64_t Runner::run() {
+  nodusComm_t parent = opt_.split > 0 ? splitMode() : nullptr;
+  const uint64_t wrong = sweep();
+  if (parent != nullptr) {
+    group_.barrier();
+    checkNodus(nodusCommDestroy(comm_), "nodusCommDestroy", nullptr, rank_);
+    comm_ = parent;
+#if NODUS_PERF_MPI
+    if (mpiComm_ != MPI_COMM_WORLD) MPI_Comm_free(&mpiComm_);
+    mpiComm_ = MPI_COMM_WORLD;
+#endif
+  }
+  return wrong;
+}
+
+uint64_t Runner::sweep() {
   uint64_t totalWrong = 0;
   uint64_t seed = 0;
   for (Coll c : opt_.colls) {
@@ -287,38 +354,38 @@ void Runner::callMpi(Coll c, bool inPlace, size_t rankCount, size_t elemSize, MP
   int rc = MPI_SUCCESS;
   switch (c) {
     case Coll::AllReduce:
-      rc = MPI_Allreduce(inPlace ? MPI_IN_PLACE : s, r, n, dt, op, MPI_COMM_WORLD);
+      rc = MPI_Allreduce(inPlace ? MPI_IN_PLACE : s, r, n, dt, op, mpiComm_);
       break;
     case Coll::AllGather:
-      rc = inPlace ? MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, n, dt, MPI_COMM_WORLD)
-                   : MPI_Allgather(s, n, dt, r, n, dt, MPI_COMM_WORLD);
+      rc = inPlace ? MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, n, dt, mpiComm_)
+                   : MPI_Allgather(s, n, dt, r, n, dt, mpiComm_);
       break;
     case Coll::ReduceScatter:
       // MPI's in-place form reads the whole input from recvbuf and leaves the
       // result at its start (NCCL's at the rank's offset): same traffic.
-      rc = MPI_Reduce_scatter_block(inPlace ? MPI_IN_PLACE : s, r, n, dt, op, MPI_COMM_WORLD);
+      rc = MPI_Reduce_scatter_block(inPlace ? MPI_IN_PLACE : s, r, n, dt, op, mpiComm_);
       break;
     case Coll::Broadcast:
-      rc = MPI_Bcast(!inPlace && isRoot ? s : r, n, dt, root, MPI_COMM_WORLD);
+      rc = MPI_Bcast(!inPlace && isRoot ? s : r, n, dt, root, mpiComm_);
       break;
     case Coll::Reduce:
       if (inPlace)
         rc = MPI_Reduce(isRoot ? MPI_IN_PLACE : r, isRoot ? r : nullptr, n, dt, op, root,
-                        MPI_COMM_WORLD);
+                        mpiComm_);
       else
-        rc = MPI_Reduce(s, r, n, dt, op, root, MPI_COMM_WORLD);
+        rc = MPI_Reduce(s, r, n, dt, op, root, mpiComm_);
       break;
     case Coll::AllToAll:
-      rc = inPlace ? MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, n, dt, MPI_COMM_WORLD)
-                   : MPI_Alltoall(s, n, dt, r, n, dt, MPI_COMM_WORLD);
+      rc = inPlace ? MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, n, dt, mpiComm_)
+                   : MPI_Alltoall(s, n, dt, r, n, dt, mpiComm_);
       break;
     case Coll::Gather:
-      rc = inPlace && isRoot ? MPI_Gather(MPI_IN_PLACE, n, dt, r, n, dt, root, MPI_COMM_WORLD)
-                             : MPI_Gather(s, n, dt, r, n, dt, root, MPI_COMM_WORLD);
+      rc = inPlace && isRoot ? MPI_Gather(MPI_IN_PLACE, n, dt, r, n, dt, root, mpiComm_)
+                             : MPI_Gather(s, n, dt, r, n, dt, root, mpiComm_);
       break;
     case Coll::Scatter:
-      rc = inPlace && isRoot ? MPI_Scatter(r, n, dt, MPI_IN_PLACE, n, dt, root, MPI_COMM_WORLD)
-                             : MPI_Scatter(s, n, dt, r, n, dt, root, MPI_COMM_WORLD);
+      rc = inPlace && isRoot ? MPI_Scatter(r, n, dt, MPI_IN_PLACE, n, dt, root, mpiComm_)
+                             : MPI_Scatter(s, n, dt, r, n, dt, root, mpiComm_);
       break;
   }
   if (rc != MPI_SUCCESS) fatal(rank_, "MPI baseline %s failed (MPI error %d)", collName(c), rc);

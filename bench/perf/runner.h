@@ -47,6 +47,8 @@ class Runner {
          Reporter* reporter);
 
   // Runs the whole sweep; returns the number of wrong elements over all ranks.
+  // --split K: first times the split and creation from new ids, then sweeps
+  // on this rank's split communicator.
   uint64_t run();
 
   // -a all: the sweep once per algorithm, out-of-place, each on a communicator
@@ -56,6 +58,12 @@ class Runner {
   uint64_t runAll(CommMaker& maker);
 
  private:
+  // --split: times nodusCommSplit into opt_.split groups against new ids,
+  // reports both, and makes comm_ (rank_, nranks_, the MPI baseline's
+  // communicator) this rank's split communicator; returns the parent.
+  nodusComm_t splitMode();
+  uint64_t sweep();
+
   // The rows of collective `c`'s table, in sweep order, not yet measured.
   std::vector<Row> sweepRows(Coll c) const;
 
@@ -105,6 +113,9 @@ class Runner {
   size_t capacity_ = 0;
   Buffer send_;
   Buffer recv_;
+#if NODUS_PERF_MPI
+  MPI_Comm mpiComm_ = MPI_COMM_WORLD;  // the MPI baseline's (--split: MPI_Comm_split's)
+#endif
 };
 
 }  // namespace nodus_perf
