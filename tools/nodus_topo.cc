@@ -126,6 +126,59 @@ std::string dotGraph(const Topology& t) {
   return g + "}\n";
 }
 
+// Writes `graph` to o.dot, or draws it into o.svg with Graphviz's `engine`.
+int writeGraph(const Options& o, const std::string& graph, const std::string& engine) {
+  const std::string dotPath = o.dot.empty() ? o.svg + ".dot" : o.dot;
+  FILE* f = fopen(dotPath.c_str(), "w");
+  if (f == nullptr || fwrite(graph.data(), 1, graph.size(), f) != graph.size()) {
+    fprintf(stderr, "nodus-topo: cannot write %s\n", dotPath.c_str());
+    if (f) fclose(f);
+    return 1;
+  }
+  fclose(f);
+  if (!o.svg.empty()) {
+    const std::string cmd = engine + " -Tsvg -o '" + o.svg + "' '" + dotPath + "'";
+    if (system(cmd.c_str()) != 0) {
+      fprintf(stderr, "nodus-topo: '%s' failed (is Graphviz installed?)\n", cmd.c_str());
+      return 1;
+    }
+    if (o.dot.empty()) remove(dotPath.c_str());
+  }
+  return 0;
+}
+
+// The grid on its hosts: a box per host holding its ranks, each rank filled
+// with its tensor group's colour and labelled (dp, tp, pp); pipeline groups
+// are chains of bold arrows, data groups dashed lines.
+std::string gridGraph(const Topology& topo, const GridShape& shape, const GridOrder& order, const std::string& title) {
+  static const char* const kColours[] = {"#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462",
+                                         "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f"};
+  std::string g = "digraph grid {\n  graph [fontname=\"Helvetica\", rankdir=LR, label=" + jsonString(title) +
+                  ", labelloc=t];\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n";
+  const auto tensor = gridGroups(shape, order, kGridTensor);
+  std::vector<size_t> colourOf(static_cast<size_t>(topo.nranks));
+  for (size_t i = 0; i < tensor.size(); ++i)
+    for (int r : tensor[i]) colourOf[static_cast<size_t>(r)] = i % (sizeof(kColours) / sizeof(kColours[0]));
+  for (size_t h = 0; h < topo.hosts.size(); ++h) {
+    g += "  subgraph cluster_h" + std::to_string(h) + " {\n    label=" + jsonString(topo.hosts[h]) + "; style=rounded;\n";
+    for (int r : topo.ranksOf[h]) {
+      const auto c = gridCoords(shape, order, r);
+      g += "    r" + std::to_string(r) + " [label=\"rank " + std::to_string(r) + "\\n(dp " + std::to_string(c[0]) + ", tp " +
+           std::to_string(c[1]) + ", pp " + std::to_string(c[2]) + ")\", fillcolor=\"" + kColours[colourOf[static_cast<size_t>(r)]] +
+           "\"];\n";
+    }
+    g += "  }\n";
+  }
+  for (const auto& p : gridGroups(shape, order, kGridPipeline))
+    for (size_t i = 0; i + 1 < p.size(); ++i)
+      g += "  r" + std::to_string(p[i]) + " -> r" + std::to_string(p[i + 1]) + " [penwidth=2, color=\"#1f78b4\"];\n";
+  for (const auto& d : gridGroups(shape, order, kGridData))
+    for (size_t i = 0; i + 1 < d.size(); ++i)
+      g += "  r" + std::to_string(d[i]) + " -> r" + std::to_string(d[i + 1]) +
+           " [style=dashed, dir=none, color=\"#999999\", constraint=false];\n";
+  return g + "}\n";
+}
+
 // --grid: every group of each axis, the hosts it spans, and the algorithm
 // its AllReduce would run at a few sizes (the group's own layout, its hosts
 // where the job placed them).
@@ -179,6 +232,12 @@ int printGrid(const Options& o, const Topology& topo, const PlanContext& parentC
       }
       printf("  [%s] | %s | %d | %s\n", members.c_str(), hosts.c_str(), gridGroupCost(topo, g), algos.c_str());
     }
+  }
+  if (!o.dot.empty() || !o.svg.empty()) {
+    const std::string title = "dp " + std::to_string(shape.size[0]) + " x tp " + std::to_string(shape.size[1]) + " x pp " +
+                              std::to_string(shape.size[2]) + ", order " + gridOrderName(order) +
+                              ": colour = tensor group, bold arrows = pipeline, dashed = data parallel";
+    return writeGraph(o, gridGraph(topo, shape, order, title), "dot");
   }
   return 0;
 }
