@@ -42,6 +42,16 @@ NODUS_HWLOC_XML=$here/topo/one-core-vm.xml "$topo" --ranks-per-host 4 -b 1M -e 1
 grep -q "4 per logical CPU (oversubscribed" "$work/over.txt" || fail "4 ranks on a 1-core node not oversubscribed: $(cat "$work/over.txt")"
 grep -Eq "AllGather +1048576 +ring" "$work/over.txt" || fail "oversubscribed 1 MiB AllGather not on the ring"
 
+# --grid: 2 hosts of 4 ranks, tp = 4: every tensor group on one host, every
+# rank in one group of each axis, and the picture.
+"$topo" --hostnames a,b --hosts 2 --ranks-per-host 4 --grid dp=2,tp=4,pp=1 --dot "$work/grid.dot" > "$work/grid.txt"
+grep -q "order chosen tp-pp-dp" "$work/grid.txt" || fail "grid order: $(head -1 "$work/grid.txt")"
+grep -q "^  \[0 1 2 3\] | a | 0 |" "$work/grid.txt" || fail "tensor group 0 not on host a: $(cat "$work/grid.txt")"
+grep -q "^  \[0 4\] | a,b |" "$work/grid.txt" || fail "data group 0 not across the hosts: $(cat "$work/grid.txt")"
+grep -q "cluster_h1" "$work/grid.dot" || fail "grid graph lacks its hosts"
+if "$topo" --ranks-per-host 4 --grid dp=3,tp=2 > /dev/null 2> "$work/err.txt"; then fail "a grid of the wrong size was accepted"; fi
+grep -q "is 6 ranks; the job has 4" "$work/err.txt" || fail "unclear grid error: $(cat "$work/err.txt")"
+
 printf 'fabric: torus\ndims: [2, 0]\n' > "$work/bad.yaml"
 if NODUS_TOPO_FILE=$work/bad.yaml "$topo" > /dev/null 2> "$work/err.txt"; then fail "a bad file was accepted"; fi
 grep -q "bad.yaml:2: field 'dims': must be at least 1" "$work/err.txt" || fail "unclear error: $(cat "$work/err.txt")"
