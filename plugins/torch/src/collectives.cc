@@ -116,13 +116,40 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNodus::allgather(std::vector<std::vec
   std::vector<at::Tensor>& outs = outputs[0];
   require(static_cast<int>(outs.size()) == getSize(), op,
           "the output list has " + std::to_string(outs.size()) + " tensors; the group has " + std::to_string(getSize()));
-  for (const at::Tensor& o : outs) checkLike(o, in, op, "an output tensor");
+  // Uneven: each output as large as its rank's input (nodusAllGatherV); this
+  // rank's own must match its input.
+  bool even = true;
+  for (const at::Tensor& o : outs) {
+    checkTensor(o, op);
+    require(o.scalar_type() == in.scalar_type(), op,
+            std::string("an output tensor has type ") + dtypeName(o.scalar_type()) + " but the input has " +
+                dtypeName(in.scalar_type()));
+    even = even && o.numel() == in.numel();
+  }
+  checkLike(outs[static_cast<size_t>(getRank())], in, op, "this rank's output tensor");
   auto w = work(OpType::ALLGATHER, "nodus:all_gather", op, outs, opts.timeout);
   return launch(w, [&] {
     const at::Tensor src = w->input(in);
     const size_t count = static_cast<size_t>(in.numel());
     nodusRequest_t r;
-    if (adjacent(outs)) {
+    if (!even) {
+      std::vector<size_t> counts(getSize()), displs(getSize());
+      size_t total = 0;
+      for (int q = 0; q < getSize(); ++q) {
+        counts[q] = static_cast<size_t>(outs[q].numel());
+        displs[q] = total;
+        total += counts[q];
+      }
+      at::Tensor flat = w->staging({static_cast<int64_t>(total)}, in.options());
+      check(nodusIallGatherV(src.data_ptr(), count, flat.data_ptr(), counts.data(), displs.data(),
+                             dataType(in.scalar_type(), op), comm_, &r),
+            op);
+      std::vector<at::Tensor> targets = outs;
+      w->afterSuccess([flat, targets, displs] {
+        for (size_t q = 0; q < targets.size(); ++q)
+          targets[q].copy_(flat.narrow(0, static_cast<int64_t>(displs[q]), targets[q].numel()).view(targets[q].sizes()));
+      });
+    } else if (adjacent(outs)) {
       check(nodusIallGather(src.data_ptr(), outs[0].data_ptr(), count, dataType(in.scalar_type(), op), comm_, &r), op);
     } else {
       // Straight into each output (non-contiguous ones through staging):
@@ -264,16 +291,36 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNodus::alltoall(std::vector<at::Tenso
   for (const at::Tensor& t : inputs) require(t.scalar_type() == inputs[0].scalar_type(), op, "all tensors must have one type");
   auto w = work(OpType::ALLTOALL, "nodus:all_to_all", op, outputs, opts.timeout);
   return launch(w, [&] {
-    std::vector<const char*> sendAt(getSize());
-    std::vector<char*> recvAt(getSize());
-    std::vector<size_t> sendBytes(getSize()), recvBytes(getSize());
-    for (int q = 0; q < getSize(); ++q) {
-      sendAt[q] = static_cast<const char*>(w->input(inputs[q]).data_ptr());
-      recvAt[q] = static_cast<char*>(w->output(outputs[q], false).data_ptr());
-      sendBytes[q] = inputs[q].nbytes();
-      recvBytes[q] = outputs[q].nbytes();
+    // The lists packed into one staging buffer each way (nodusAllToAllV
+    // takes one buffer and displacements), the outputs copied out after.
+    const int p = getSize();
+    std::vector<size_t> sendBytes(p), recvBytes(p), sendAt(p), recvAt(p);
+    size_t sendTotal = 0, recvTotal = 0;
+    for (int q = 0; q < p; ++q) {
+      sendAt[q] = sendTotal;
+      recvAt[q] = recvTotal;
+      sendTotal += sendBytes[q] = inputs[q].nbytes();
+      recvTotal += recvBytes[q] = outputs[q].nbytes();
     }
-    exchange(*w, sendAt, sendBytes, recvAt, recvBytes, op);
+    const auto bytes = at::TensorOptions().dtype(at::kByte);
+    at::Tensor packed = w->staging({static_cast<int64_t>(sendTotal)}, bytes);
+    at::Tensor landed = w->staging({static_cast<int64_t>(recvTotal)}, bytes);
+    for (int q = 0; q < p; ++q)
+      if (sendBytes[q])
+        std::memcpy(static_cast<char*>(packed.data_ptr()) + sendAt[q], w->input(inputs[q]).data_ptr(), sendBytes[q]);
+    nodusRequest_t r;
+    check(nodusIallToAllV(packed.data_ptr(), sendBytes.data(), sendAt.data(), landed.data_ptr(), recvBytes.data(),
+                          recvAt.data(), nodusUint8, comm_, &r),
+          op);
+    w->addRequest(r);
+    std::vector<at::Tensor> targets = outputs;
+    w->afterSuccess([landed, targets, recvAt, recvBytes] {
+      for (size_t q = 0; q < targets.size(); ++q) {
+        if (recvBytes[q] == 0) continue;
+        at::Tensor part = landed.narrow(0, static_cast<int64_t>(recvAt[q]), static_cast<int64_t>(recvBytes[q]));
+        targets[q].copy_(part.view(targets[q].scalar_type()).view(targets[q].sizes()));
+      }
+    });
   });
 }
 
@@ -297,13 +344,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNodus::gather(std::vector<std::vector
   auto w = work(OpType::GATHER, "nodus:gather", op, outs, opts.timeout);
   return launch(w, [&] {
     const size_t bytes = in.nbytes();
-    if (!isRoot) {
-      if (bytes) send(*w, w->input(in).data_ptr(), bytes, root, op);
-      return;
+    nodusRequest_t r;
+    void* dst = nullptr;
+    at::Tensor flat;
+    if (isRoot) {
+      // Adjacent contiguous outputs take the blocks where they are; others
+      // are filled from a staging buffer once the gather is done.
+      if (adjacent(outs)) {
+        dst = outs[0].data_ptr();
+      } else {
+        flat = w->staging({static_cast<int64_t>(bytes) * getSize()}, at::TensorOptions().dtype(at::kByte));
+        dst = flat.data_ptr();
+      }
     }
-    outs[root].copy_(in);
-    for (int q = 0; q < getSize(); ++q)
-      if (q != root && bytes) recv(*w, w->output(outs[q], false).data_ptr(), bytes, q, op);
+    check(nodusIgather(w->input(in).data_ptr(), dst, bytes, nodusUint8, root, comm_, &r), op);
+    w->addRequest(r);
+    if (flat.defined()) {
+      std::vector<at::Tensor> targets = outs;
+      w->afterSuccess([flat, targets, bytes] {
+        for (size_t q = 0; q < targets.size(); ++q)
+          targets[q].copy_(flat.narrow(0, static_cast<int64_t>(q * bytes), static_cast<int64_t>(bytes))
+                               .view(targets[q].scalar_type())
+                               .view(targets[q].sizes()));
+      });
+    }
   });
 }
 
@@ -327,13 +391,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNodus::scatter(std::vector<at::Tensor
   auto w = work(OpType::SCATTER, "nodus:scatter", op, {out}, opts.timeout);
   return launch(w, [&] {
     const size_t bytes = out.nbytes();
-    if (!isRoot) {
-      if (bytes) recv(*w, w->output(out, false).data_ptr(), bytes, root, op);
-      return;
+    const void* src = nullptr;
+    if (isRoot) {
+      if (adjacent(ins)) {
+        src = ins[0].data_ptr();
+      } else {
+        at::Tensor flat = w->staging({static_cast<int64_t>(bytes) * getSize()}, at::TensorOptions().dtype(at::kByte));
+        for (int q = 0; q < getSize(); ++q)
+          if (bytes) std::memcpy(static_cast<char*>(flat.data_ptr()) + q * bytes, w->input(ins[q]).data_ptr(), bytes);
+        src = flat.data_ptr();
+      }
     }
-    out.copy_(ins[root]);
-    for (int q = 0; q < getSize(); ++q)
-      if (q != root && bytes) send(*w, w->input(ins[q]).data_ptr(), bytes, q, op);
+    nodusRequest_t r;
+    check(nodusIscatter(src, w->output(out, false).data_ptr(), bytes, nodusUint8, root, comm_, &r), op);
+    w->addRequest(r);
   });
 }
 

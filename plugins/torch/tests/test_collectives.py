@@ -27,7 +27,7 @@ def test_errors_are_clear():
         "band": "ReduceOp.BAND is not supported",
         "int16": "torch.int16 are not supported",
         "sparse": "sparse tensors are not supported",
-        "gather_size": "allgather: an output tensor has 4 elements but the input has 3",
+        "gather_size": "allgather: this rank's output tensor has 4 elements but the input has 3",
         "split_sum": "split sizes add up to 3",
         "recv_any": "receiving from any source is not supported",
     }

@@ -331,6 +331,26 @@ def scenario_collectives(path):
         assert box == [f"from {size - 1}"], box
     c("empty tensors and objects", empty_and_objects)
 
+    def uneven_all_gather():
+        # Rank r contributes r + 1 rows (nodusAllGatherV), one rank none at 3+.
+        rows = lambda r: 0 if r == 2 else r + 1
+        t = data(rank, (rows(rank), 3), torch.float32, salt=90)
+        outs = [torch.full((rows(r), 3), -7.0) for r in range(size)]
+        dist.all_gather(outs, t)
+        for r in range(size):
+            c.expect(f"uneven all_gather[{r}]", outs[r], data(r, (rows(r), 3), torch.float32, salt=90))
+        # Gather and scatter into one buffer's adjacent views (no staging).
+        flat = torch.empty(size * 6)
+        views = list(flat.split(6))
+        dist.gather(data(rank, 6, torch.float32, salt=91), views if rank == 0 else None, dst=0)
+        if rank == 0:
+            c.expect("gather into adjacent views", flat, torch.cat([data(r, 6, torch.float32, salt=91) for r in range(size)]))
+        out = torch.empty(6)
+        src = torch.cat([data(q, 6, torch.float32, salt=92) for q in range(size)]) if rank == size - 1 else None
+        dist.scatter(out, list(src.split(6)) if src is not None else None, src=size - 1)
+        c.expect("scatter from adjacent views", out, data(rank, 6, torch.float32, salt=92))
+    c("uneven all_gather, adjacent gather/scatter", uneven_all_gather)
+
     # Groups: a subset and a second group over everyone, both created (and
     # rendezvoused) through the same default store.
     sub_ranks = [0, size - 1] if size > 1 else [0]
